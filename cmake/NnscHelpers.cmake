@@ -1,0 +1,17 @@
+# nnsc_add_library(<Module> SOURCES ... DEPS ... [TORCH])
+# Declares library nnsc_<module> from lib/<Module>; public headers live in
+# include/nnsc/<Module>. TORCH marks the few modules allowed to see LibTorch.
+function(nnsc_add_library module)
+  cmake_parse_arguments(ARG "TORCH" "" "SOURCES;DEPS" ${ARGN})
+  string(TOLOWER ${module} lower)
+  set(target nnsc_${lower})
+  add_library(${target} STATIC ${ARG_SOURCES})
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include
+                                         PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${target} PUBLIC ${ARG_DEPS})
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  if(ARG_TORCH)
+    target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
+    target_precompile_headers(${target} PRIVATE <torch/script.h>)
+  endif()
+endfunction()

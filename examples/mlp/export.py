@@ -1,0 +1,19 @@
+"""Export the MLP example: export.py --config tiny|default --out DIR [--meta] [--seed N] [--batch B]"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from export_common import export, parse_args, seed_everything  # noqa: E402
+from model import CONFIGS, MLP, input_specs  # noqa: E402
+
+
+def main():
+    args = parse_args(__doc__, CONFIGS)
+    seed_everything(args.seed)
+    cfg = CONFIGS[args.config]
+    model = MLP(cfg, device="meta" if args.meta else None)
+    export(model, input_specs(cfg, args.batch), args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+// splittableIdents, splitEffect and identAt over a bound annotation.
+#include "nnsc/Ops/AnnotationSplit.h"
+
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace nnsc::ops {
+namespace {
+
+bool hasUnknownOutput(const BoundAnno &bound, size_t &which) {
+  for (which = 0; which < bound.expanded.outputs.size(); ++which)
+    if (bound.expanded.outputs[which].unknown)
+      return true;
+  return false;
+}
+
+bool dimHas(const DimAnno &dim, const std::string &id) {
+  for (const DimIdent &member : dim.idents)
+    if (member.name == id)
+      return true;
+  return false;
+}
+
+/// The dim of `shape` that holds `id`, or -1.
+int dimHolding(const ShapeAnno &shape, const std::string &id) {
+  for (size_t d = 0; d < shape.dims.size(); ++d)
+    if (dimHas(shape.dims[d], id))
+      return static_cast<int>(d);
+  return -1;
+}
+
+/// The first occurrence of `id` in the expanded annotation, or nullptr.
+const DimIdent *findIdent(const BoundAnno &bound, const std::string &id) {
+  for (const auto *side : {&bound.expanded.inputs, &bound.expanded.outputs})
+    for (const ShapeAnno &shape : *side)
+      for (const DimAnno &dim : shape.dims)
+        for (const DimIdent &member : dim.idents)
+          if (member.name == id)
+            return &member;
+  return nullptr;
+}
+
+/// A merged dim in which `id` is not the leading member, as text.
+std::string mergedHolding(const BoundAnno &bound, const std::string &id) {
+  for (const auto *side : {&bound.expanded.inputs, &bound.expanded.outputs})
+    for (const ShapeAnno &shape : *side)
+      for (const DimAnno &dim : shape.dims) {
+        const DimIdent *lead = leadingIdent(dim);
+        if (dim.merged() && dimHas(dim, id) && lead && lead->name != id)
+          return dimText(dim);
+      }
+  return "a merged dim";
+}
+
+Status unknownIdent(const BoundAnno &bound, const std::string &id) {
+  std::vector<std::string> ok = splittableIdents(bound);
+  if (ok.empty())
+    return errorf("unknown dimension '{}'; this op has no splittable dimension", id);
+  return errorf("unknown dimension '{}'; expected one of: {}", id, fmt::join(ok, ", "));
+}
+
+/// Why `id` cannot be split into `n` parts, or ok.
+Status checkSplittable(const BoundAnno &bound, const std::string &id, int n) {
+  if (n < 1)
+    return errorf("cannot split '{}' into {} parts; expected at least 1", id, n);
+  const DimIdent *first = findIdent(bound, id);
+  if (first == nullptr)
+    return unknownIdent(bound, id);
+  if (first->numeric)
+    return errorf("'{}' is a fixed size and cannot be split", id);
+  if (first->role == DimRole::Frozen)
+    return errorf("dimension '{}' is frozen (^) and cannot be split", id);
+  if (bound.roles.at(id) == DimRole::Frozen)
+    return errorf("dimension '{}' is not the leading member of {} and cannot be split", id,
+                  mergedHolding(bound, id));
+  size_t out = 0;
+  if (hasUnknownOutput(bound, out))
+    return errorf("output {} is '?': an op with an unknown output can only be replicated", out);
+  auto size = bound.sizes.find(id);
+  if (size == bound.sizes.end())
+    return Status::internal(fmt::format("dimension '{}' has no bound size", id));
+  if (size->second % n != 0)
+    return errorf("dimension '{}' has size {}, which is not divisible into {} parts", id,
+                  size->second, n);
+  return Status::ok();
+}
+
+} // namespace
+
+const DimIdent *leadingIdent(const DimAnno &dim) {
+  for (const DimIdent &id : dim.idents)
+    if (!(id.numeric && id.value == 1))
+      return &id;
+  return nullptr;
+}
+
+std::vector<std::string> splittableIdents(const BoundAnno &bound) {
+  size_t unknownOut = 0;
+  if (hasUnknownOutput(bound, unknownOut))
+    return {};
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const ShapeAnno &shape : bound.expanded.inputs)
+    for (const DimAnno &dim : shape.dims) {
+      const DimIdent *lead = leadingIdent(dim);
+      if (lead == nullptr || !seen.insert(lead->name).second)
+        continue;
+      if (bound.roles.at(lead->name) != DimRole::Frozen)
+        out.push_back(lead->name);
+    }
+  return out;
+}
+
+Expected<SplitEffect> splitEffect(const BoundAnno &bound, const std::string &id, int n) {
+  NNSC_RETURN_IF_ERROR(checkSplittable(bound, id, n));
+  SplitEffect effect;
+  effect.valueSplit = bound.roles.at(id) == DimRole::Reduce;
+  for (const ShapeAnno &shape : bound.expanded.inputs)
+    effect.inputDims.push_back(dimHolding(shape, id));
+  for (const ShapeAnno &shape : bound.expanded.outputs)
+    effect.outputDims.push_back(dimHolding(shape, id));
+  return effect;
+}
+
+Expected<std::string> identAt(const BoundAnno &bound, int inputIndex, int dim) {
+  int count = static_cast<int>(bound.expanded.inputs.size());
+  if (inputIndex < 0 || inputIndex >= count)
+    return errorf("input {} is out of range: the op has {} inputs", inputIndex, count);
+  const ShapeAnno &shape = bound.expanded.inputs[inputIndex];
+  if (shape.unknown)
+    return errorf("input {} is '?' (replicate-only) and has no dims", inputIndex);
+  int rank = static_cast<int>(shape.dims.size());
+  int d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank)
+    return errorf("dim {} is out of range for input {} of rank {}", dim, inputIndex, rank);
+  const DimIdent *lead = leadingIdent(shape.dims[d]);
+  if (lead == nullptr)
+    return errorf("input {} dim {} is '{}': fixed sizes only, nothing to split", inputIndex, d,
+                  dimText(shape.dims[d]));
+  return lead->name;
+}
+
+} // namespace nnsc::ops

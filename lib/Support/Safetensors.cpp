@@ -1,0 +1,142 @@
+#include "nnsc/Support/Safetensors.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nnsc/Support/File.h"
+
+namespace nnsc {
+
+int64_t safetensorsElementSize(std::string_view dtype) {
+  static const std::map<std::string_view, int64_t> sizes = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
+      {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"C64", 8}, {"C128", 16}};
+  auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+static int64_t numel(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+Status writeSafetensors(const std::string &path, const std::vector<SafetensorsEntry> &entries,
+                        const std::map<std::string, std::string> &metadata) {
+  std::vector<const SafetensorsEntry *> sorted;
+  for (const auto &e : entries)
+    sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(),
+            [](auto *a, auto *b) { return a->name < b->name; });
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
+  size_t offset = 0;
+  for (const auto *e : sorted) {
+    int64_t expect = numel(e->shape) * safetensorsElementSize(e->dtype);
+    if (expect != static_cast<int64_t>(e->bytes.size()))
+      return Status::internal(fmt::format("safetensors entry '{}' has {} bytes, expected {}",
+                                          e->name, e->bytes.size(), expect));
+    header[e->name] = {{"dtype", e->dtype},
+                       {"shape", e->shape},
+                       {"data_offsets", {offset, offset + e->bytes.size()}}};
+    offset += e->bytes.size();
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' '); // keep the data 8-byte aligned
+  std::string out;
+  out.reserve(8 + json.size() + offset);
+  uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out += json;
+  for (const auto *e : sorted)
+    out.append(e->bytes.data(), e->bytes.size());
+  return writeFileAtomic(path, out);
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_)
+    ::munmap(map_, size_);
+}
+
+const SafetensorsEntry *SafetensorsFile::find(const std::string &name) const {
+  for (const auto &e : entries_)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
+static Status parseHeader(const std::string &path, std::string_view json, std::string_view data,
+                          std::vector<SafetensorsEntry> &entries,
+                          std::map<std::string, std::string> &metadata) {
+  nlohmann::json header = nlohmann::json::parse(json, nullptr, false);
+  if (header.is_discarded() || !header.is_object())
+    return errorf("{}: error: not a safetensors file (header is not a JSON object)", path);
+  for (auto &[name, v] : header.items()) {
+    if (name == "__metadata__") {
+      for (auto &[k, mv] : v.items())
+        metadata[k] = mv.is_string() ? mv.get<std::string>() : mv.dump();
+      continue;
+    }
+    if (!v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      return errorf("{}: error: entry '{}' lacks dtype, shape or data_offsets", path, name);
+    SafetensorsEntry e;
+    e.name = name;
+    e.dtype = v["dtype"].get<std::string>();
+    e.shape = v["shape"].get<std::vector<int64_t>>();
+    auto off = v["data_offsets"].get<std::vector<size_t>>();
+    if (off.size() != 2 || off[0] > off[1] || off[1] > data.size())
+      return errorf("{}: error: entry '{}' points past the end of the file (truncated?)", path,
+                    name);
+    if (static_cast<int64_t>(off[1] - off[0]) != numel(e.shape) * safetensorsElementSize(e.dtype))
+      return errorf("{}: error: entry '{}' size does not match dtype {} and its shape", path, name,
+                    e.dtype);
+    e.bytes = data.substr(off[0], off[1] - off[0]);
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const auto &a, const auto &b) { return a.name < b.name; });
+  return Status::ok();
+}
+
+Expected<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return errorf("{}: error: cannot open file: {}", path, std::strerror(errno));
+  struct stat st {};
+  ::fstat(fd, &st);
+  std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->size_ = static_cast<size_t>(st.st_size);
+  if (file->size_ < 8) {
+    ::close(fd);
+    return errorf("{}: error: not a safetensors file (only {} bytes)", path, file->size_);
+  }
+  file->map_ = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (file->map_ == MAP_FAILED) {
+    file->map_ = nullptr;
+    return errorf("{}: error: cannot map file: {}", path, std::strerror(errno));
+  }
+  const auto *bytes = static_cast<const unsigned char *>(file->map_);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | bytes[i];
+  if (n > file->size_ - 8)
+    return errorf("{}: error: not a safetensors file (header length {} exceeds file size)", path,
+                  n);
+  std::string_view all(reinterpret_cast<const char *>(bytes), file->size_);
+  NNSC_RETURN_IF_ERROR(parseHeader(path, all.substr(8, n), all.substr(8 + n), file->entries_,
+                                   file->metadata_));
+  return file;
+}
+
+} // namespace nnsc

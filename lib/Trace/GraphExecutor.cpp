@@ -1,0 +1,258 @@
+#include "GraphExecutor.h"
+
+#include <fmt/format.h>
+
+namespace nnsc::trace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+GraphExecutor::GraphExecutor(torch::jit::Module &module, bool meta, ir::Graph &out)
+    : module_(module), index_(buildModuleIndex(module)), meta_(meta), out_(out) {}
+
+void GraphExecutor::set(Value *v, c10::IValue iv) {
+  keepAlive_.push_back(iv);
+  env_[v] = std::move(iv);
+}
+
+c10::IValue GraphExecutor::get(Value *v) const {
+  auto it = env_.find(v);
+  if (it != env_.end())
+    return it->second;
+  if (auto c = torch::jit::toIValue(v))
+    return *c;
+  return c10::IValue();
+}
+
+Status GraphExecutor::errorAt(Node *node, const std::string &message) const {
+  ir::Node info;
+  describeNode(node, index_, info);
+  std::string where = info.loc.file.empty()
+                          ? std::string("<unknown location>")
+                          : fmt::format("{}:{}:{}", info.loc.file, info.loc.line, info.loc.col);
+  std::string module = info.modulePath.empty() ? "" : fmt::format(" (in {})", info.modulePath);
+  return Status::error(
+      fmt::format("{}: error: {}: {}{}", where, node->kind().toQualString(), message, module));
+}
+
+int64_t GraphExecutor::addActivation(const at::Tensor &t, const std::string &name) {
+  ir::Tensor it;
+  it.name = name;
+  it.shape = t.sizes().vec();
+  it.dtype = fromScalarType(t.scalar_type());
+  it.kind = ir::TensorKind::Activation;
+  int64_t id = out_.addTensor(std::move(it));
+  irOf_[t.unsafeGetTensorImpl()] = id;
+  return id;
+}
+
+// The IR id of a tensor argument; an untracked tensor (a literal or the result
+// of folded shape arithmetic) becomes a Constant.
+int64_t GraphExecutor::tensorId(const at::Tensor &t, const std::string &hint) {
+  auto it = irOf_.find(t.unsafeGetTensorImpl());
+  if (it != irOf_.end())
+    return it->second;
+  ir::Tensor c;
+  c.name = hint.empty() ? "const" : hint;
+  c.shape = t.sizes().vec();
+  c.dtype = fromScalarType(t.scalar_type());
+  c.kind = ir::TensorKind::Constant;
+  at::Tensor src = t;
+  if (auto d = constData_.find(t.unsafeGetTensorImpl()); d != constData_.end())
+    src = d->second;
+  if (!src.is_meta() && src.numel() <= 4096) {
+    at::Tensor cpu = src.detach().cpu().contiguous();
+    c.data.assign(static_cast<const char *>(cpu.data_ptr()), cpu.nbytes());
+  }
+  int64_t id = out_.addTensor(std::move(c));
+  irOf_[t.unsafeGetTensorImpl()] = id;
+  keepAlive_.push_back(t);
+  return id;
+}
+
+Status GraphExecutor::declareState() {
+  auto declare = [&](const std::string &name, const at::Tensor &t, ir::TensorKind kind) {
+    const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
+    if (auto it = execOfState_.find(impl); it != execOfState_.end()) {
+      out_.tensor(irOf_.at(it->second.unsafeGetTensorImpl())).aliases.push_back(name);
+      return;
+    }
+    at::Tensor exec = meta_ ? at::empty(t.sizes(), t.options().device(at::kMeta)) : t.detach();
+    ir::Tensor it;
+    it.name = name;
+    it.shape = t.sizes().vec();
+    it.dtype = fromScalarType(t.scalar_type());
+    it.kind = kind;
+    it.requiresGrad = kind == ir::TensorKind::Param && t.requires_grad();
+    int64_t id = out_.addTensor(std::move(it));
+    irOf_[exec.unsafeGetTensorImpl()] = id;
+    execOfState_[impl] = exec;
+    state_[id] = t;
+    keepAlive_.push_back(exec);
+  };
+  for (const auto &p : module_.named_parameters(/*recurse=*/true))
+    declare(p.name, p.value, ir::TensorKind::Param);
+  for (const auto &b : module_.named_buffers(/*recurse=*/true))
+    declare(b.name, b.value, ir::TensorKind::Buffer);
+  return Status::ok();
+}
+
+Status GraphExecutor::bindInputs(torch::jit::Graph &graph, const std::vector<at::Tensor> &values,
+                                 const std::vector<std::string> &names) {
+  auto inputs = graph.inputs();
+  set(inputs[0], module_._ivalue());
+  for (size_t i = 0; i < values.size(); ++i) {
+    at::Tensor v = meta_ ? at::empty(values[i].sizes(), values[i].options().device(at::kMeta))
+                         : values[i];
+    ir::Tensor t;
+    t.name = names[i];
+    t.shape = v.sizes().vec();
+    t.dtype = fromScalarType(v.scalar_type());
+    t.kind = ir::TensorKind::Input;
+    int64_t id = out_.addTensor(std::move(t));
+    irOf_[v.unsafeGetTensorImpl()] = id;
+    out_.inputs.push_back(id);
+    set(inputs[i + 1], v);
+  }
+  return Status::ok();
+}
+
+Status GraphExecutor::run(torch::jit::Graph &graph) {
+  NNSC_RETURN_IF_ERROR(runBlock(graph.block()));
+  return bindOutputs(graph);
+}
+
+Status GraphExecutor::runBlock(torch::jit::Block *block) {
+  for (Node *node : block->nodes())
+    NNSC_RETURN_IF_ERROR(runNode(node));
+  return Status::ok();
+}
+
+Status GraphExecutor::runNode(Node *node) {
+  auto kind = node->kind();
+  if (kind == c10::prim::Constant) {
+    if (auto v = torch::jit::toIValue(node->output())) {
+      c10::IValue iv = *v;
+      if (iv.isTensor() && meta_ && iv.toTensor().dim() > 0) {
+        at::Tensor exec = at::empty(iv.toTensor().sizes(), iv.toTensor().options().device(at::kMeta));
+        constData_[exec.unsafeGetTensorImpl()] = iv.toTensor();
+        iv = exec;
+      }
+      set(node->output(), iv);
+    }
+    return Status::ok();
+  }
+  if (kind == c10::prim::GetAttr)
+    return runGetAttr(node);
+  if (kind == c10::prim::If)
+    return runIf(node);
+  if (kind == c10::prim::Loop)
+    return runLoop(node);
+  if (kind == c10::prim::RaiseException)
+    return errorAt(node, "the model raises an exception on these sample inputs");
+  return runOperator(node);
+}
+
+Status GraphExecutor::runGetAttr(Node *node) {
+  c10::IValue self = get(node->input(0));
+  if (!self.isObject())
+    return errorAt(node, "attribute access on a value that is not a module");
+  c10::IValue attr = self.toObject()->getAttr(node->s(c10::attr::name));
+  if (attr.isTensor()) {
+    auto it = execOfState_.find(attr.toTensor().unsafeGetTensorImpl());
+    if (it != execOfState_.end())
+      attr = it->second;
+  }
+  set(node->output(), attr);
+  return Status::ok();
+}
+
+Status GraphExecutor::runIf(Node *node) {
+  c10::IValue cond = get(node->input(0));
+  if (!cond.isBool())
+    return errorAt(node, "a branch on a value that depends on tensor data; trace with "
+                         "--device cpu or make the condition static");
+  torch::jit::Block *taken = node->blocks()[cond.toBool() ? 0 : 1];
+  NNSC_RETURN_IF_ERROR(runBlock(taken));
+  for (size_t i = 0; i < node->outputs().size(); ++i)
+    set(node->outputs()[i], get(taken->outputs()[i]));
+  return Status::ok();
+}
+
+Status GraphExecutor::runLoop(Node *node) {
+  c10::IValue trips = get(node->input(0));
+  c10::IValue cond = get(node->input(1));
+  if (!trips.isInt() || !cond.isBool())
+    return errorAt(node, "a loop whose trip count depends on tensor data");
+  torch::jit::Block *body = node->blocks()[0];
+  std::vector<c10::IValue> carried;
+  for (size_t i = 2; i < node->inputs().size(); ++i)
+    carried.push_back(get(node->input(i)));
+  for (int64_t it = 0; it < trips.toInt() && cond.toBool(); ++it) {
+    set(body->inputs()[0], it);
+    for (size_t i = 0; i < carried.size(); ++i)
+      set(body->inputs()[i + 1], carried[i]);
+    NNSC_RETURN_IF_ERROR(runBlock(body));
+    cond = get(body->outputs()[0]);
+    for (size_t i = 0; i < carried.size(); ++i)
+      carried[i] = get(body->outputs()[i + 1]);
+    if (!cond.isBool())
+      return errorAt(node, "a loop condition that depends on tensor data");
+  }
+  for (size_t i = 0; i < carried.size(); ++i)
+    set(node->outputs()[i], carried[i]);
+  return Status::ok();
+}
+
+Status GraphExecutor::runOperator(Node *node) {
+  std::vector<c10::IValue> inputs;
+  for (Value *v : node->inputs())
+    inputs.push_back(get(v));
+  fixDeviceArgs(node, inputs);
+  torch::jit::Stack stack(inputs.begin(), inputs.end());
+  try {
+    torch::jit::Operation op = node->getOperation();
+    op(stack);
+  } catch (const c10::Error &e) {
+    std::string msg = e.what_without_backtrace();
+    msg = msg.substr(0, msg.find('\n'));
+    if (meta_ && msg.find("meta") != std::string::npos)
+      msg += "; this op cannot run on the meta device: try --device cpu";
+    return errorAt(node, msg);
+  } catch (const std::exception &e) {
+    return errorAt(node, e.what());
+  }
+  if (stack.size() < node->outputs().size())
+    return errorAt(node, "the operator returned fewer values than the graph expects");
+  std::vector<c10::IValue> outputs(stack.end() - node->outputs().size(), stack.end());
+  NNSC_RETURN_IF_ERROR(recordNode(node, inputs, outputs));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    set(node->outputs()[i], outputs[i]);
+  return Status::ok();
+}
+
+Status GraphExecutor::bindOutputs(torch::jit::Graph &graph) {
+  std::vector<c10::IValue> flat;
+  for (Value *v : graph.outputs()) {
+    c10::IValue iv = get(v);
+    if (iv.isTuple()) {
+      for (const auto &e : iv.toTupleRef().elements())
+        flat.push_back(e);
+    } else {
+      flat.push_back(iv);
+    }
+  }
+  for (const auto &iv : flat) {
+    if (!iv.isTensor())
+      continue; // non-tensor results (e.g. None) are not graph outputs
+    out_.outputs.push_back(tensorId(iv.toTensor(), "output"));
+  }
+  if (!out_.outputs.empty()) {
+    const ir::Tensor &first = out_.tensor(out_.outputs[0]);
+    if (first.shape.empty() && ir::isFloatingPoint(first.dtype))
+      out_.lossOutput = 0;
+  }
+  return Status::ok();
+}
+
+} // namespace nnsc::trace

@@ -1,0 +1,172 @@
+// nnsc-trace's pipeline: load → check the sample inputs against forward →
+// execute node by node → annotate → (write graph.pb and weights).
+#include "nnsc/Trace/Trace.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <torch/csrc/jit/passes/inliner.h>
+
+#include "GraphExecutor.h"
+#include "ModuleLoader.h"
+#include "nnsc/Ops/OpRegistry.h"
+#include "nnsc/IR/Printer.h"
+#include "nnsc/IR/Serialize.h"
+#include "nnsc/Trace/InputSpec.h"
+
+namespace nnsc::trace {
+
+namespace {
+
+std::string forwardSignature(const c10::FunctionSchema &schema) {
+  std::string s = "forward(";
+  for (size_t i = 1; i < schema.arguments().size(); ++i)
+    s += (i > 1 ? ", " : "") + schema.arguments()[i].name();
+  return s + ")";
+}
+
+// Every forward argument needs an entry with its name, in order.
+Status checkSpecAgainstForward(const InputSpec &spec, const c10::FunctionSchema &schema) {
+  const auto &args = schema.arguments();
+  std::string sig = forwardSignature(schema);
+  for (size_t i = 0; i < spec.entries.size(); ++i) {
+    const auto &e = spec.entries[i];
+    if (i + 1 >= args.size())
+      return Status::error(formatError(
+          e.pos, fmt::format("input '{}' is one more than the model takes: {}", e.name, sig)));
+    if (args[i + 1].name() != e.name)
+      return Status::error(formatError(
+          e.pos, fmt::format("input #{} is named '{}' but the forward argument is '{}': {}", i + 1,
+                             e.name, args[i + 1].name(), sig)));
+    if (!args[i + 1].type()->isSubtypeOf(*c10::TensorType::get()))
+      return Status::error(formatError(
+          e.pos, fmt::format("forward argument '{}' has type {}, not Tensor", e.name,
+                             args[i + 1].type()->str())));
+  }
+  for (size_t i = spec.entries.size() + 1; i < args.size(); ++i)
+    if (!args[i].default_value())
+      return Status::error(formatError(
+          {spec.path, 1, 1}, fmt::format("missing input '{}' required by {}", args[i].name(), sig)));
+  return Status::ok();
+}
+
+Expected<at::Tensor> makeSample(const InputSpecEntry &e, at::Generator &gen) {
+  if (!e.file.empty())
+    return loadTensorFromSafetensors(e.file, e.name, e.pos);
+  auto opts = at::TensorOptions().dtype(toScalarType(e.dtype));
+  auto [lo, hi] = e.range.value_or(std::make_pair(0.0, ir::isFloatingPoint(e.dtype) ? 1.0 : 2.0));
+  if (ir::isFloatingPoint(e.dtype))
+    return at::empty(e.shape, opts).uniform_(lo, hi, gen);
+  if (e.dtype == ir::DType::Bool)
+    return at::randint(0, 2, e.shape, gen, opts);
+  return at::randint(static_cast<int64_t>(lo), static_cast<int64_t>(hi), e.shape, gen, opts);
+}
+
+// Tensors referenced by no node, input or output are dropped, except
+// parameters and buffers (the checkpoint needs all of them).
+void pruneUnusedTensors(ir::Graph &g) {
+  std::vector<bool> keep(g.tensors().size(), false);
+  for (const auto &t : g.tensors())
+    keep[t.id] = t.kind == ir::TensorKind::Param || t.kind == ir::TensorKind::Buffer ||
+                 t.kind == ir::TensorKind::Input;
+  for (const auto &n : g.nodes()) {
+    for (auto i : n.inputs)
+      keep[i] = true;
+    for (auto o : n.outputs)
+      keep[o] = true;
+  }
+  for (auto o : g.outputs)
+    keep[o] = true;
+  g.compact(keep);
+}
+
+std::string className(const torch::jit::Module &m) {
+  return m.type()->name() ? m.type()->name()->name() : "Module";
+}
+
+} // namespace
+
+Expected<TraceResult> traceModel(const TraceOptions &options) {
+  if (options.device != "meta" && options.device != "cpu")
+    return errorf("unknown device '{}'; expected one of: meta, cpu", options.device);
+  ops::OpRegistry registry = ops::OpRegistry::builtin();
+  if (!options.customOps.empty()) {
+    NNSC_RETURN_IF_ERROR(registry.loadUserYaml(options.customOps));
+    for (const auto &lib : registry.userLibraries())
+      NNSC_RETURN_IF_ERROR(loadOpLibrary(lib));
+  }
+  auto spec = readInputSpec(options.inputsPath);
+  if (!spec)
+    return spec.status();
+  auto loaded = loadModule(options.modelPath);
+  if (!loaded)
+    return loaded.status();
+  torch::jit::Module module = loaded.take();
+  if (!module.find_method("forward"))
+    return errorf("{}: error: the archive's module has no forward method", options.modelPath);
+  torch::jit::Method forward = module.get_method("forward");
+  NNSC_RETURN_IF_ERROR(checkSpecAgainstForward(*spec, forward.function().getSchema()));
+
+  at::Generator gen = at::detail::createCPUGenerator(options.seed);
+  std::vector<at::Tensor> samples;
+  std::vector<std::string> names;
+  for (const auto &e : spec->entries) {
+    auto t = makeSample(e, gen);
+    if (!t)
+      return t.status();
+    samples.push_back(t.take());
+    names.push_back(e.name);
+  }
+
+  std::shared_ptr<torch::jit::Graph> graph = forward.graph()->copy();
+  torch::jit::Inline(*graph);
+  TraceResult result;
+  ir::Graph &g = result.graph;
+  g.name = className(module);
+  g.source = options.modelPath;
+  GraphExecutor exec(module, options.device == "meta", g);
+  NNSC_RETURN_IF_ERROR(exec.declareState());
+  NNSC_RETURN_IF_ERROR(exec.bindInputs(*graph, samples, names));
+  NNSC_RETURN_IF_ERROR(exec.run(*graph));
+  pruneUnusedTensors(g);
+  result.weightsAvailable = !stateIsMeta(module);
+
+  auto unannotated = ops::annotateGraph(g, registry);
+  if (!unannotated)
+    return unannotated.status();
+  for (const auto &u : *unannotated)
+    result.warnings.push_back(fmt::format("{} has no partition annotation: replicate-only "
+                                          "(first at {}, {} node{})",
+                                          u.op, u.loc, u.count, u.count == 1 ? "" : "s"));
+  return result;
+}
+
+Status runTrace(const TraceOptions &options, const std::string &outDir, bool print,
+                std::ostream &out, std::ostream &log) {
+  auto result = traceModel(options);
+  if (!result)
+    return result.status();
+  for (const auto &w : result->warnings)
+    log << "nnsc-trace: warning: " << w << '\n';
+  if (!outDir.empty()) {
+    NNSC_RETURN_IF_ERROR(writeTraceOutputs(options, *result, outDir));
+    log << fmt::format("nnsc-trace: wrote {}/graph.pb ({} nodes, {} tensors)", outDir,
+                       result->graph.nodes().size(), result->graph.tensors().size());
+    log << (result->weightsAvailable
+                ? fmt::format(" and {}/weights.safetensors\n", outDir)
+                : std::string("; no weights written: the archive holds meta tensors\n"));
+  }
+  if (print)
+    ir::printGraph(result->graph, out);
+  return Status::ok();
+}
+
+Status printGraphFile(const std::string &path, std::ostream &out) {
+  auto g = ir::readGraph(path);
+  if (!g)
+    return g.status();
+  ir::printGraph(*g, out);
+  return Status::ok();
+}
+
+} // namespace nnsc::trace

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every package nnsc uses (idempotent) and builds it in Release.
+#   scripts/setup.sh            install + configure + build into build/
+#   NNSC_SKIP_BUILD=1 scripts/setup.sh   install only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libtorch-dev python3-torch libgloo-dev libopenblas0-pthread
+  libprotobuf-dev protobuf-compiler libyaml-cpp-dev libcli11-dev
+  libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 llvm-14-tools
+  python3-yaml python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+[ "${NNSC_SKIP_BUILD:-0}" = 1 ] && exit 0
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build

@@ -1,0 +1,40 @@
+// nnsc-trace: TorchScript archive + sample inputs → graph.pb + weights.
+//   nnsc-trace MODEL.pt --inputs SPEC.yaml -o OUTDIR [--device meta|cpu] [--print]
+//   nnsc-trace --print OUTDIR/graph.pb
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "nnsc/Trace/Trace.h"
+
+int main(int argc, char **argv) {
+  CLI::App app{"nnsc-trace: turn a TorchScript model into nnsc graph IR"};
+  nnsc::trace::TraceOptions opts;
+  std::string outDir;
+  bool print = false;
+  app.add_option("model", opts.modelPath, "TorchScript archive (.pt), or graph.pb with --print")
+      ->required();
+  app.add_option("--inputs", opts.inputsPath, "sample-input spec (YAML)");
+  app.add_option("-o,--out", outDir, "output directory for graph.pb and weights.safetensors");
+  app.add_option("--device", opts.device, "where to execute while tracing: meta or cpu")
+      ->default_val("meta");
+  app.add_option("--custom-ops", opts.customOps, "YAML with annotations of user ops");
+  app.add_option("--seed", opts.seed, "seed for random sample inputs")->default_val(0);
+  app.add_flag("--print", print, "print the graph's text form");
+  CLI11_PARSE(app, argc, argv);
+
+  nnsc::Status st = nnsc::Status::ok();
+  bool isGraph = opts.modelPath.size() > 3 &&
+                 opts.modelPath.compare(opts.modelPath.size() - 3, 3, ".pb") == 0;
+  if (isGraph && opts.inputsPath.empty())
+    st = nnsc::trace::printGraphFile(opts.modelPath, std::cout);
+  else if (opts.inputsPath.empty())
+    st = nnsc::Status::error("error: --inputs SPEC.yaml is required to trace a model");
+  else
+    st = nnsc::trace::runTrace(opts, outDir, print, std::cout, std::cerr);
+  if (!st.isOk()) {
+    std::cerr << st.message() << '\n';
+    return static_cast<int>(st.kind());
+  }
+  return 0;
+}
