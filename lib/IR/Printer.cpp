@@ -59,7 +59,7 @@ struct ArgPrinter {
 };
 
 void printTensorDecl(const Tensor &t, std::ostream &os) {
-  os << fmt::format("{:<7}%{} {}: {}", tensorKindName(t.kind), t.id, t.name, tensorType(t));
+  os << fmt::format("{:<9}%{} {}: {}", tensorKindName(t.kind), t.id, t.name, tensorType(t));
   if (t.requiresGrad)
     os << " grad";
   if (!t.aliases.empty())

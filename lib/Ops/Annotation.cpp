@@ -23,10 +23,6 @@ std::string suffixOf(DimRole role) {
   return "";
 }
 
-std::string identText(const DimIdent &id) {
-  return id.numeric ? id.name : id.name + suffixOf(id.role);
-}
-
 /// Recursive-descent parser over text[begin, end); columns count from text[0].
 class Parser {
 public:

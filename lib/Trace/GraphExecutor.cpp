@@ -1,5 +1,8 @@
 #include "GraphExecutor.h"
 
+#include <map>
+#include <optional>
+
 #include <fmt/format.h>
 
 namespace nnsc::trace {
@@ -150,7 +153,44 @@ Status GraphExecutor::runNode(Node *node) {
     return runLoop(node);
   if (kind == c10::prim::RaiseException)
     return errorAt(node, "the model raises an exception on these sample inputs");
+  if (runStructural(node))
+    return Status::ok();
   return runOperator(node);
+}
+
+// Lists and tuples are built and taken apart here; the interpreter has no
+// standalone operator for them.
+bool GraphExecutor::runStructural(Node *node) {
+  auto kind = node->kind();
+  if (kind == c10::prim::ListConstruct) {
+    c10::TypePtr elem = node->output()->type()->expectRef<c10::ListType>().getElementType();
+    c10::impl::GenericList list(elem);
+    for (Value *v : node->inputs())
+      list.push_back(get(v));
+    set(node->output(), list);
+    return true;
+  }
+  if (kind == c10::prim::TupleConstruct) {
+    std::vector<c10::IValue> elems;
+    for (Value *v : node->inputs())
+      elems.push_back(get(v));
+    set(node->output(), c10::ivalue::Tuple::create(std::move(elems)));
+    return true;
+  }
+  if (kind == c10::prim::ListUnpack || kind == c10::prim::TupleUnpack) {
+    c10::IValue v = get(node->input(0));
+    std::vector<c10::IValue> elems =
+        v.isTuple() ? v.toTupleRef().elements().vec() : v.toListRef().vec();
+    for (size_t i = 0; i < node->outputs().size() && i < elems.size(); ++i)
+      set(node->outputs()[i], elems[i]);
+    return true;
+  }
+  if (kind == c10::prim::TupleIndex) {
+    c10::IValue v = get(node->input(0));
+    set(node->output(), v.toTupleRef().elements().at(static_cast<size_t>(get(node->input(1)).toInt())));
+    return true;
+  }
+  return false;
 }
 
 Status GraphExecutor::runGetAttr(Node *node) {
@@ -204,24 +244,93 @@ Status GraphExecutor::runLoop(Node *node) {
   return Status::ok();
 }
 
+namespace {
+
+std::string firstLine(const std::string &s) { return s.substr(0, s.find('\n')); }
+
+bool lacksMetaKernel(const std::string &message) {
+  return message.find("'Meta' backend") != std::string::npos ||
+         message.find("Meta backend") != std::string::npos;
+}
+
+// Runs `op` on `stack`; returns the error text of a LibTorch exception.
+std::optional<std::string> runSafely(torch::jit::Operation &op, torch::jit::Stack &stack) {
+  try {
+    op(stack);
+  } catch (const c10::Error &e) {
+    return std::string(e.what_without_backtrace());
+  } catch (const std::exception &e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+// Stand-ins on the CPU for meta tensors: one zero broadcast to the full shape,
+// so even a vocabulary-sized weight costs no memory.
+c10::IValue toCpuStandIn(const c10::IValue &v, std::map<const c10::TensorImpl *, at::Tensor> &back) {
+  if (v.isTensor() && v.toTensor().is_meta()) {
+    const at::Tensor &t = v.toTensor();
+    at::Tensor cpu = at::zeros({}, t.options().device(at::kCPU)).expand(t.sizes());
+    back[cpu.unsafeGetTensorImpl()] = t;
+    return cpu;
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor &t : v.toTensorVector())
+      list.push_back(toCpuStandIn(t, back).toTensor());
+    return list;
+  }
+  if (v.isDevice())
+    return c10::Device(c10::kCPU);
+  return v;
+}
+
+c10::IValue toMeta(const c10::IValue &v, const std::map<const c10::TensorImpl *, at::Tensor> &back) {
+  if (v.isTensor()) {
+    const at::Tensor &t = v.toTensor();
+    if (auto it = back.find(t.unsafeGetTensorImpl()); it != back.end())
+      return it->second;
+    return t.dim() == 0 && !t.is_meta() ? t : at::empty(t.sizes(), t.options().device(at::kMeta));
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor &t : v.toTensorVector())
+      list.push_back(toMeta(t, back).toTensor());
+    return list;
+  }
+  return v;
+}
+
+} // namespace
+
+// Runs one operator. On the meta device an op without a meta kernel is run on
+// CPU stand-ins instead and its results turned back into meta tensors.
 Status GraphExecutor::runOperator(Node *node) {
   std::vector<c10::IValue> inputs;
   for (Value *v : node->inputs())
     inputs.push_back(get(v));
   fixDeviceArgs(node, inputs);
-  torch::jit::Stack stack(inputs.begin(), inputs.end());
+  std::optional<torch::jit::Operation> op;
   try {
-    torch::jit::Operation op = node->getOperation();
-    op(stack);
+    op.emplace(node->getOperation());
   } catch (const c10::Error &e) {
-    std::string msg = e.what_without_backtrace();
-    msg = msg.substr(0, msg.find('\n'));
-    if (meta_ && msg.find("meta") != std::string::npos)
-      msg += "; this op cannot run on the meta device: try --device cpu";
-    return errorAt(node, msg);
+    return errorAt(node, "no implementation for this node: " + firstLine(e.what_without_backtrace()));
   } catch (const std::exception &e) {
-    return errorAt(node, e.what());
+    return errorAt(node, "no implementation for this node: " + firstLine(e.what()));
   }
+  torch::jit::Stack stack(inputs.begin(), inputs.end());
+  auto failure = runSafely(*op, stack);
+  if (failure && meta_ && lacksMetaKernel(*failure)) {
+    std::map<const c10::TensorImpl *, at::Tensor> back;
+    stack.clear();
+    for (const auto &in : inputs)
+      stack.push_back(toCpuStandIn(in, back));
+    failure = runSafely(*op, stack);
+    for (auto &v : stack)
+      v = toMeta(v, back);
+  }
+  if (failure)
+    return errorAt(node, firstLine(*failure));
   if (stack.size() < node->outputs().size())
     return errorAt(node, "the operator returned fewer values than the graph expects");
   std::vector<c10::IValue> outputs(stack.end() - node->outputs().size(), stack.end());

@@ -40,6 +40,7 @@ public:
 private:
   Status runBlock(torch::jit::Block *block);
   Status runNode(torch::jit::Node *node);
+  bool runStructural(torch::jit::Node *node);
   Status runGetAttr(torch::jit::Node *node);
   Status runIf(torch::jit::Node *node);
   Status runLoop(torch::jit::Node *node);

@@ -3,6 +3,7 @@
 #include "GraphExecutor.h"
 
 #include <map>
+#include <regex>
 
 #include <torch/csrc/jit/ir/scope.h>
 
@@ -36,27 +37,46 @@ ModuleIndex buildModuleIndex(const torch::jit::Module &module) {
 
 namespace {
 
-// Traced archives keep the Python stack of each op as its source text, one
-// frame per line: "/path/model.py(76): forward". The first frame outside
-// torch's own files is the user's line.
-bool userFrameFromStack(std::string_view text, ir::SourceLoc &loc) {
+bool isLibraryFile(const std::string &file) {
+  return file.empty() || file.find("/torch/") != std::string::npos ||
+         file.rfind("code/__torch__", 0) == 0 || file.find('<') != std::string::npos;
+}
+
+// Traced archives keep each op's Python stack as its original source text,
+// one frame a line: "/path/model.py(76): forward". Finds the first frame in
+// the user's files.
+bool userFrameFromStack(const std::string &text, ir::SourceLoc &loc) {
+  static const std::regex frame(R"(^(.+)\((\d+)\): [A-Za-z_<>][\w<>]*$)");
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
-    std::string_view line = text.substr(pos, end == text.npos ? text.npos : end - pos);
-    pos = end == text.npos ? text.size() : end + 1;
-    size_t open = line.rfind('('), close = line.rfind("):");
-    if (open == line.npos || close == line.npos || close < open)
+    std::string line = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    pos = end == std::string::npos ? text.size() : end + 1;
+    std::smatch m;
+    if (!std::regex_match(line, m, frame) || isLibraryFile(m[1].str()))
       continue;
-    std::string_view file = line.substr(0, open);
-    if (file.find("/torch/") != file.npos || file.find("<") != file.npos)
-      continue;
-    loc.file = std::string(file);
-    loc.line = std::atoi(std::string(line.substr(open + 1, close - open - 1)).c_str());
+    loc.file = m[1].str();
+    loc.line = std::stoi(m[2].str());
     loc.col = 0;
     return true;
   }
   return false;
+}
+
+// The location of `range` if it lies in the user's own code. Ranges of a
+// loaded archive point into its serialized code; the range that generated
+// that code holds the original file and line.
+bool userLocation(const torch::jit::SourceRange &range, ir::SourceLoc &loc) {
+  if (!range.source())
+    return false;
+  torch::jit::SourceRange orig = range.findSourceRangeThatGenerated().value_or(range);
+  if (auto flc = orig.file_line_col(); flc && !isLibraryFile(std::get<0>(*flc))) {
+    loc.file = std::get<0>(*flc);
+    loc.line = static_cast<int>(std::get<1>(*flc));
+    loc.col = static_cast<int>(std::get<2>(*flc)) + 1;
+    return true;
+  }
+  return orig.source() && userFrameFromStack(orig.source()->text_str().str(), loc);
 }
 
 void describeModule(const torch::jit::Node *node, const ModuleIndex &index, ir::Node &out) {
@@ -79,17 +99,18 @@ void describeModule(const torch::jit::Node *node, const ModuleIndex &index, ir::
 
 } // namespace
 
+// The node's own source range points into torch's code when the op was called
+// from a library function (F.linear); then the innermost call site in the
+// user's files is the useful location.
 void describeNode(const torch::jit::Node *node, const ModuleIndex &index, ir::Node &out) {
   describeModule(node, index, out);
-  const torch::jit::SourceRange &range = node->sourceRange();
-  if (!range.source())
+  if (userLocation(node->sourceRange(), out.loc))
     return;
-  if (userFrameFromStack(range.text().str(), out.loc))
-    return;
-  if (auto flc = range.file_line_col()) {
-    out.loc.file = std::get<0>(*flc);
-    out.loc.line = static_cast<int>(std::get<1>(*flc));
-    out.loc.col = static_cast<int>(std::get<2>(*flc)) + 1;
+  if (auto cs = node->callstack()) {
+    auto frames = (*cs)->vec();
+    for (auto it = frames.rbegin(); it != frames.rend(); ++it)
+      if (userLocation(std::get<1>(*it), out.loc))
+        return;
   }
 }
 

@@ -46,8 +46,10 @@ bool isDeviceType(const c10::TypePtr &t) {
 }
 
 bool isScalarTypeArg(const c10::Argument &a) {
-  std::string t = a.type()->str();
-  return t == "ScalarType" || t == "Optional[ScalarType]" || t == "ScalarType?";
+  c10::TypePtr t = a.real_type();
+  if (auto opt = t->cast<c10::OptionalType>())
+    t = opt->getElementType();
+  return t->kind() == c10::TypeKind::ScalarTypeType;
 }
 
 // Ops whose result is their input when the shape and dtype are unchanged.

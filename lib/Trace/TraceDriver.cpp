@@ -130,6 +130,7 @@ Expected<TraceResult> traceModel(const TraceOptions &options) {
   NNSC_RETURN_IF_ERROR(exec.run(*graph));
   pruneUnusedTensors(g);
   result.weightsAvailable = !stateIsMeta(module);
+  g.weightsWritten = result.weightsAvailable;
 
   auto unannotated = ops::annotateGraph(g, registry);
   if (!unannotated)

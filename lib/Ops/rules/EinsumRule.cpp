@@ -168,8 +168,7 @@ Dims EinsumAnnotator::operandDims(size_t i) const {
   return dims;
 }
 
-Dims EinsumAnnotator::termDims(const Term &term, const ir::Shape &ellipsis,
-                               bool suffixSums) const {
+Dims EinsumAnnotator::termDims(const Term &term, const ir::Shape &ellipsis, bool suffixSums) const {
   Dims dims;
   for (const std::string &l : term) {
     if (l != "...") {

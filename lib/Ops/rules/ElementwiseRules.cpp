@@ -47,18 +47,17 @@ std::vector<std::string> likeOtherRule(const ir::Graph &g, const ir::Node &n) {
 constexpr const char *kBroadcastOps[] = {
     // arithmetic
     "add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "pow",
-    "float_power", "atan2", "hypot", "copysign", "xlogy", "lerp", "addcmul", "addcdiv",
-    "maximum", "minimum", "fmax", "fmin", "clamp", "clamp_min", "clamp_max", "clip",
+    "float_power", "atan2", "hypot", "copysign", "xlogy", "lerp", "addcmul", "addcdiv", "maximum",
+    "minimum", "fmax", "fmin", "clamp", "clamp_min", "clamp_max", "clip",
     // comparisons and logic
     "eq", "ne", "lt", "gt", "le", "ge", "greater", "greater_equal", "less", "less_equal",
     "not_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
     "bitwise_xor", "__and__", "__or__", "__xor__", "where", "masked_fill",
     // unary math
-    "neg", "negative", "positive", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
-    "sqrt", "rsqrt", "square", "reciprocal", "abs", "sign", "sgn", "ceil", "floor", "round",
-    "trunc", "frac", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-    "erf", "erfc", "erfinv", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
-    "nan_to_num",
+    "neg", "negative", "positive", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
+    "rsqrt", "square", "reciprocal", "abs", "sign", "sgn", "ceil", "floor", "round", "trunc",
+    "frac", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "erf", "erfc",
+    "erfinv", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite", "nan_to_num",
     // activations
     "relu", "relu6", "gelu", "silu", "sigmoid", "softplus", "mish", "elu", "selu", "celu",
     "leaky_relu", "hardtanh", "hardswish", "hardsigmoid", "log_sigmoid", "threshold",
@@ -78,6 +77,7 @@ void registerElementwiseRules(OpRegistry &registry) {
     registry.add(std::string("aten::") + op, broadcastRule);
     registry.add(std::string("aten::") + op + "_", broadcastRule); // the in-place form
   }
+  registry.add("aten::broadcast_tensors", broadcastRule);
   for (const char *op : kLikeOtherOps)
     registry.add(std::string("aten::") + op, likeOtherRule);
 }

@@ -4,6 +4,8 @@
 // and the output is a partial sum); mean, max, var, norm, ... cannot be
 // rebuilt from partial sums, so their reduced dims are frozen '^'. A 0-dim
 // result can only be annotated '?', which makes the op replicate-only.
+#include <algorithm>
+
 #include "RuleUtil.h"
 #include "Rules.h"
 
@@ -50,8 +52,10 @@ std::vector<std::string> reduceAnno(const ir::Graph &g, const ir::Node &n,
 
 std::vector<std::string> reduceRule(const ir::Graph &g, const ir::Node &n,
                                     std::string_view suffix) {
-  if (n.inputs.empty() || n.outputs.empty() || inRank(g, n, 0) == 0)
+  if (n.inputs.empty() || n.outputs.empty())
     return {};
+  if (inRank(g, n, 0) == 0) // a 0-dim input: nothing to split
+    return single(annoStr(std::vector<Dims>(n.inputs.size()), std::vector<Dims>(n.outputs.size())));
   auto reduced = reducedDims(n, inRank(g, n, 0));
   if (!reduced)
     return {};

@@ -111,8 +111,9 @@ Dims numerals(const ir::Shape &shape) {
 }
 
 bool isNumeral(std::string_view dim) {
-  return !dim.empty() && std::all_of(dim.begin(), dim.end(),
-                                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return !dim.empty() && std::all_of(dim.begin(), dim.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
 }
 
 void addSuffix(Dims &dims, size_t i, std::string_view suffix) {

@@ -20,8 +20,10 @@ void registerShapeRules(OpRegistry &registry);
 void registerIndexRules(OpRegistry &registry);
 /// arange, ones, zeros, full, empty, rand, randn, ...: outputs only.
 void registerCreationRules(OpRegistry &registry);
-/// layer_norm, batch_norm, group_norm and the losses.
+/// layer_norm, rms_norm, batch_norm, group_norm.
 void registerNormRules(OpRegistry &registry);
+/// cross_entropy_loss, nll_loss, mse_loss, l1_loss, binary_cross_entropy, ...
+void registerLossRules(OpRegistry &registry);
 /// conv1d/2d/3d, pooling, scaled_dot_product_attention.
 void registerAttentionConvRules(OpRegistry &registry);
 
