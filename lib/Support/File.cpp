@@ -35,12 +35,14 @@ static Status writeAll(int fd, std::string_view bytes, const std::string &path) 
   return Status::ok();
 }
 
-Status writeFileAtomic(const std::string &path, std::string_view bytes) {
+Status writeFileAtomicStreamed(
+    const std::string &path,
+    const std::function<Status(const std::function<Status(std::string_view)> &)> &writer) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
     return errorf("{}: error: cannot create file: {}", tmp, std::strerror(errno));
-  Status st = writeAll(fd, bytes, tmp);
+  Status st = writer([&](std::string_view bytes) { return writeAll(fd, bytes, tmp); });
   if (st.isOk() && ::fsync(fd) != 0)
     st = errorf("{}: error: fsync failed: {}", tmp, std::strerror(errno));
   ::close(fd);
@@ -49,6 +51,10 @@ Status writeFileAtomic(const std::string &path, std::string_view bytes) {
   if (!st.isOk())
     std::remove(tmp.c_str());
   return st;
+}
+
+Status writeFileAtomic(const std::string &path, std::string_view bytes) {
+  return writeFileAtomicStreamed(path, [&](const auto &append) { return append(bytes); });
 }
 
 Status makeDirs(const std::string &dir) {

@@ -52,15 +52,17 @@ Status writeSafetensors(const std::string &path, const std::vector<SafetensorsEn
   }
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' '); // keep the data 8-byte aligned
-  std::string out;
-  out.reserve(8 + json.size() + offset);
+  std::string prefix;
   uint64_t n = json.size();
   for (int i = 0; i < 8; ++i)
-    out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  out += json;
-  for (const auto *e : sorted)
-    out.append(e->bytes.data(), e->bytes.size());
-  return writeFileAtomic(path, out);
+    prefix.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  prefix += json;
+  return writeFileAtomicStreamed(path, [&](const auto &append) {
+    NNSC_RETURN_IF_ERROR(append(prefix));
+    for (const auto *e : sorted)
+      NNSC_RETURN_IF_ERROR(append(e->bytes));
+    return Status::ok();
+  });
 }
 
 SafetensorsFile::~SafetensorsFile() {

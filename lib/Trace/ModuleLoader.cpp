@@ -37,7 +37,8 @@ Expected<torch::jit::Module> loadModule(const std::string &path) {
                   "torch.jit.save)",
                   path);
   try {
-    return torch::jit::load(path, torch::kCPU);
+    // No map_location: archives built on the meta device keep meta tensors.
+    return torch::jit::load(path);
   } catch (const c10::Error &e) {
     return errorf("{}: error: cannot load TorchScript archive (truncated or damaged?): {}", path,
                   firstLine(e.what_without_backtrace()));

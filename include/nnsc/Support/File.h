@@ -1,6 +1,7 @@
 #pragma once
 /// Whole-file reads and crash-safe writes.
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,12 @@ Expected<std::string> readFile(const std::string &path);
 /// directory, flushed with fsync, then renamed over `path`. A crash leaves
 /// either the old file or the new one, never half of one.
 Status writeFileAtomic(const std::string &path, std::string_view bytes);
+
+/// Like writeFileAtomic, but the content comes from `writer`, which appends
+/// pieces through the callback it is given (for files too big to assemble).
+Status writeFileAtomicStreamed(
+    const std::string &path,
+    const std::function<Status(const std::function<Status(std::string_view)> &)> &writer);
 
 /// Creates `dir` and its parents if missing.
 Status makeDirs(const std::string &dir);
