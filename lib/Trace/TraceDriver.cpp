@@ -88,7 +88,7 @@ std::string className(const torch::jit::Module &m) {
 
 Expected<TraceResult> traceModel(const TraceOptions &options) {
   if (options.device != "meta" && options.device != "cpu")
-    return errorf("unknown device '{}'; expected one of: meta, cpu", options.device);
+    return errorf("error: unknown device '{}'; expected one of: meta, cpu", options.device);
   ops::OpRegistry registry = ops::OpRegistry::builtin();
   if (!options.customOps.empty()) {
     NNSC_RETURN_IF_ERROR(registry.loadUserYaml(options.customOps));

@@ -59,11 +59,6 @@ std::optional<std::string> strArg(const ir::Node &node, std::string_view name) {
   return std::nullopt;
 }
 
-bool hasTensorArg(const ir::Node &node, std::string_view name) {
-  const ir::Argument *a = node.arg(name);
-  return a && std::holds_alternative<ir::TensorRef>(a->value);
-}
-
 std::optional<size_t> normDim(int64_t dim, size_t rank) {
   int64_t r = static_cast<int64_t>(rank);
   if (dim < -r || dim >= r)

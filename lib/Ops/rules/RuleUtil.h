@@ -28,8 +28,6 @@ std::optional<int64_t> intArg(const ir::Node &node, std::string_view name);
 std::optional<std::vector<int64_t>> intListArg(const ir::Node &node, std::string_view name);
 std::optional<bool> boolArg(const ir::Node &node, std::string_view name);
 std::optional<std::string> strArg(const ir::Node &node, std::string_view name);
-/// True when argument `name` refers to a tensor input (not absent, not None).
-bool hasTensorArg(const ir::Node &node, std::string_view name);
 
 /// `dim` counted from 0 (a negative one from the end); nullopt when out of range.
 std::optional<size_t> normDim(int64_t dim, size_t rank);
