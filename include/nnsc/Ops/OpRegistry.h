@@ -35,7 +35,7 @@ public:
   const AnnotationRule *find(const std::string &op) const;
   bool has(const std::string &op) const { return find(op) != nullptr; }
 
-  /// Loads user annotations from YAML (format in docs/custom-ops.md):
+  /// Loads user annotations from YAML (format in docs/formats.md):
   ///   libraries: [path/to/libmyops.so]     # TORCH_LIBRARY shared objects
   ///   ops:
   ///     myops::fused_loss: ["b l d^, n^ d^, b l -> b l"]
