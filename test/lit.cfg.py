@@ -14,5 +14,6 @@ config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 config.environment["OMP_NUM_THREADS"] = "1"
 
 config.substitutions.append(("%python", config.python))
+config.substitutions.append(("%myops_lib", config.myops_lib))
 config.substitutions.append(("%examples", os.path.join(config.nnsc_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))

@@ -1,4 +1,4 @@
-// OpRegistry::loadUserYaml: user annotations for custom ops (docs/custom-ops.md).
+// OpRegistry::loadUserYaml: user annotations for custom ops (docs/formats.md).
 //
 //   libraries: [libmyops.so]        # relative paths: from the YAML file's folder
 //   ops:

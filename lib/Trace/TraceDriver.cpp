@@ -87,6 +87,9 @@ std::string className(const torch::jit::Module &m) {
 } // namespace
 
 Expected<TraceResult> traceModel(const TraceOptions &options) {
+  // No autograd while tracing: ops without autograd kernels (user ops) run,
+  // and nothing records a backward graph.
+  c10::InferenceMode noAutograd;
   if (options.device != "meta" && options.device != "cpu")
     return errorf("error: unknown device '{}'; expected one of: meta, cpu", options.device);
   ops::OpRegistry registry = ops::OpRegistry::builtin();
