@@ -13,11 +13,11 @@ struct DTypeInfo {
   int64_t size;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::Float32, "float32", "F32", 4},   {DType::Float16, "float16", "F16", 2},
-    {DType::BFloat16, "bfloat16", "BF16", 2}, {DType::Float64, "float64", "F64", 8},
-    {DType::Int64, "int64", "I64", 8},       {DType::Int32, "int32", "I32", 4},
-    {DType::Int16, "int16", "I16", 2},       {DType::Int8, "int8", "I8", 1},
-    {DType::UInt8, "uint8", "U8", 1},        {DType::Bool, "bool", "BOOL", 1},
+    {DType::Float32, "float32", "F32", 4},     {DType::Float16, "float16", "F16", 2},
+    {DType::BFloat16, "bfloat16", "BF16", 2},  {DType::Float64, "float64", "F64", 8},
+    {DType::Int64, "int64", "I64", 8},         {DType::Int32, "int32", "I32", 4},
+    {DType::Int16, "int16", "I16", 2},         {DType::Int8, "int8", "I8", 1},
+    {DType::UInt8, "uint8", "U8", 1},          {DType::Bool, "bool", "BOOL", 1},
     {DType::Complex64, "complex64", "C64", 8}, {DType::Complex128, "complex128", "C128", 16},
 };
 const DTypeInfo *info(DType t) {
@@ -70,8 +70,7 @@ int64_t dtypeSize(DType t) {
 }
 
 bool isFloatingPoint(DType t) {
-  return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 ||
-         t == DType::Float64;
+  return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
 }
 
 int64_t numel(const Shape &shape) {

@@ -34,8 +34,7 @@ Status writeSafetensors(const std::string &path, const std::vector<SafetensorsEn
   std::vector<const SafetensorsEntry *> sorted;
   for (const auto &e : entries)
     sorted.push_back(&e);
-  std::sort(sorted.begin(), sorted.end(),
-            [](auto *a, auto *b) { return a->name < b->name; });
+  std::sort(sorted.begin(), sorted.end(), [](auto *a, auto *b) { return a->name < b->name; });
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty())
     header["__metadata__"] = metadata;
@@ -136,8 +135,8 @@ Expected<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::stri
     return errorf("{}: error: not a safetensors file (header length {} exceeds file size)", path,
                   n);
   std::string_view all(reinterpret_cast<const char *>(bytes), file->size_);
-  NNSC_RETURN_IF_ERROR(parseHeader(path, all.substr(8, n), all.substr(8 + n), file->entries_,
-                                   file->metadata_));
+  NNSC_RETURN_IF_ERROR(
+      parseHeader(path, all.substr(8, n), all.substr(8 + n), file->entries_, file->metadata_));
   return file;
 }
 

@@ -105,8 +105,8 @@ Status GraphExecutor::bindInputs(torch::jit::Graph &graph, const std::vector<at:
   auto inputs = graph.inputs();
   set(inputs[0], module_._ivalue());
   for (size_t i = 0; i < values.size(); ++i) {
-    at::Tensor v = meta_ ? at::empty(values[i].sizes(), values[i].options().device(at::kMeta))
-                         : values[i];
+    at::Tensor v =
+        meta_ ? at::empty(values[i].sizes(), values[i].options().device(at::kMeta)) : values[i];
     ir::Tensor t;
     t.name = names[i];
     t.shape = v.sizes().vec();
@@ -137,7 +137,8 @@ Status GraphExecutor::runNode(Node *node) {
     if (auto v = torch::jit::toIValue(node->output())) {
       c10::IValue iv = *v;
       if (iv.isTensor() && meta_ && iv.toTensor().dim() > 0) {
-        at::Tensor exec = at::empty(iv.toTensor().sizes(), iv.toTensor().options().device(at::kMeta));
+        at::Tensor exec =
+            at::empty(iv.toTensor().sizes(), iv.toTensor().options().device(at::kMeta));
         constData_[exec.unsafeGetTensorImpl()] = iv.toTensor();
         iv = exec;
       }
@@ -187,7 +188,8 @@ bool GraphExecutor::runStructural(Node *node) {
   }
   if (kind == c10::prim::TupleIndex) {
     c10::IValue v = get(node->input(0));
-    set(node->output(), v.toTupleRef().elements().at(static_cast<size_t>(get(node->input(1)).toInt())));
+    set(node->output(),
+        v.toTupleRef().elements().at(static_cast<size_t>(get(node->input(1)).toInt())));
     return true;
   }
   return false;
@@ -267,7 +269,8 @@ std::optional<std::string> runSafely(torch::jit::Operation &op, torch::jit::Stac
 
 // Stand-ins on the CPU for meta tensors: one zero broadcast to the full shape,
 // so even a vocabulary-sized weight costs no memory.
-c10::IValue toCpuStandIn(const c10::IValue &v, std::map<const c10::TensorImpl *, at::Tensor> &back) {
+c10::IValue toCpuStandIn(const c10::IValue &v,
+                         std::map<const c10::TensorImpl *, at::Tensor> &back) {
   if (v.isTensor() && v.toTensor().is_meta()) {
     const at::Tensor &t = v.toTensor();
     at::Tensor cpu = at::zeros({}, t.options().device(at::kCPU)).expand(t.sizes());
@@ -285,7 +288,8 @@ c10::IValue toCpuStandIn(const c10::IValue &v, std::map<const c10::TensorImpl *,
   return v;
 }
 
-c10::IValue toMeta(const c10::IValue &v, const std::map<const c10::TensorImpl *, at::Tensor> &back) {
+c10::IValue toMeta(const c10::IValue &v,
+                   const std::map<const c10::TensorImpl *, at::Tensor> &back) {
   if (v.isTensor()) {
     const at::Tensor &t = v.toTensor();
     if (auto it = back.find(t.unsafeGetTensorImpl()); it != back.end())
@@ -314,7 +318,8 @@ Status GraphExecutor::runOperator(Node *node) {
   try {
     op.emplace(node->getOperation());
   } catch (const c10::Error &e) {
-    return errorAt(node, "no implementation for this node: " + firstLine(e.what_without_backtrace()));
+    return errorAt(node,
+                   "no implementation for this node: " + firstLine(e.what_without_backtrace()));
   } catch (const std::exception &e) {
     return errorAt(node, "no implementation for this node: " + firstLine(e.what()));
   }

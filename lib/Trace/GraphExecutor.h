@@ -66,7 +66,7 @@ private:
   std::unordered_map<const c10::TensorImpl *, at::Tensor> execOfState_;
   std::unordered_map<int64_t, at::Tensor> state_;
   std::unordered_map<const c10::TensorImpl *, at::Tensor> constData_; // meta exec → literal
-  std::vector<c10::IValue> keepAlive_; // keeps impl addresses unique
+  std::vector<c10::IValue> keepAlive_;                                // keeps impl addresses unique
 };
 
 /// Module path, module class and source location of a graph node.

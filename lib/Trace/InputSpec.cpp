@@ -40,8 +40,8 @@ Status parseShape(const std::string &path, const YAML::Node &n, InputSpecEntry &
   for (const auto &d : n) {
     int64_t v = 0;
     if (!YAML::convert<int64_t>::decode(d, v) || v < 0)
-      return errorAt(path, d, fmt::format("bad dimension '{}'; expected a non-negative integer",
-                                          d.Scalar()));
+      return errorAt(
+          path, d, fmt::format("bad dimension '{}'; expected a non-negative integer", d.Scalar()));
     e.shape.push_back(v);
   }
   return Status::ok();

@@ -146,9 +146,9 @@ ir::DType fromScalarType(c10::ScalarType t) {
 }
 
 c10::ScalarType toScalarType(ir::DType t) {
-  for (auto s : {c10::kFloat, c10::kHalf, c10::kBFloat16, c10::kDouble, c10::kLong, c10::kInt,
-                 c10::kShort, c10::kChar, c10::kByte, c10::kBool, c10::kComplexFloat,
-                 c10::kComplexDouble})
+  for (auto s :
+       {c10::kFloat, c10::kHalf, c10::kBFloat16, c10::kDouble, c10::kLong, c10::kInt, c10::kShort,
+        c10::kChar, c10::kByte, c10::kBool, c10::kComplexFloat, c10::kComplexDouble})
     if (fromScalarType(s) == t)
       return s;
   return c10::kFloat;

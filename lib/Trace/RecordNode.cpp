@@ -54,10 +54,10 @@ bool isScalarTypeArg(const c10::Argument &a) {
 
 // Ops whose result is their input when the shape and dtype are unchanged.
 bool isIdentityWhenSameShape(const std::string &op) {
-  static const std::set<std::string> ops = {
-      "aten::view", "aten::reshape", "aten::expand", "aten::expand_as", "aten::contiguous",
-      "aten::to",   "aten::type_as", "aten::flatten", "aten::alias", "aten::view_as",
-      "aten::reshape_as"};
+  static const std::set<std::string> ops = {"aten::view",      "aten::reshape",    "aten::expand",
+                                            "aten::expand_as", "aten::contiguous", "aten::to",
+                                            "aten::type_as",   "aten::flatten",    "aten::alias",
+                                            "aten::view_as",   "aten::reshape_as"};
   return ops.count(op) > 0;
 }
 
@@ -80,8 +80,8 @@ void GraphExecutor::fixDeviceArgs(Node *node, std::vector<c10::IValue> &inputs) 
   for (size_t i = 0; i < node->inputs().size(); ++i) {
     if (!isDeviceType(node->inputs()[i]->type()))
       continue;
-    bool creation = schema && i < schema->arguments().size() &&
-                    schema->arguments()[i].name() == "device";
+    bool creation =
+        schema && i < schema->arguments().size() && schema->arguments()[i].name() == "device";
     if (!inputs[i].isNone() || creation)
       inputs[i] = c10::Device(c10::kMeta);
   }

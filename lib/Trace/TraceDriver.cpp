@@ -9,9 +9,9 @@
 
 #include "GraphExecutor.h"
 #include "ModuleLoader.h"
-#include "nnsc/Ops/OpRegistry.h"
 #include "nnsc/IR/Printer.h"
 #include "nnsc/IR/Serialize.h"
+#include "nnsc/Ops/OpRegistry.h"
 #include "nnsc/Trace/InputSpec.h"
 
 namespace nnsc::trace {
@@ -39,14 +39,15 @@ Status checkSpecAgainstForward(const InputSpec &spec, const c10::FunctionSchema 
           e.pos, fmt::format("input #{} is named '{}' but the forward argument is '{}': {}", i + 1,
                              e.name, args[i + 1].name(), sig)));
     if (!args[i + 1].type()->isSubtypeOf(*c10::TensorType::get()))
-      return Status::error(formatError(
-          e.pos, fmt::format("forward argument '{}' has type {}, not Tensor", e.name,
-                             args[i + 1].type()->str())));
+      return Status::error(
+          formatError(e.pos, fmt::format("forward argument '{}' has type {}, not Tensor", e.name,
+                                         args[i + 1].type()->str())));
   }
   for (size_t i = spec.entries.size() + 1; i < args.size(); ++i)
     if (!args[i].default_value())
-      return Status::error(formatError(
-          {spec.path, 1, 1}, fmt::format("missing input '{}' required by {}", args[i].name(), sig)));
+      return Status::error(
+          formatError({spec.path, 1, 1},
+                      fmt::format("missing input '{}' required by {}", args[i].name(), sig)));
   return Status::ok();
 }
 

@@ -15,8 +15,7 @@ namespace nnsc::trace {
 
 namespace {
 
-Status writeWeights(const torch::jit::Module &module, const ir::Graph &g,
-                    const std::string &path) {
+Status writeWeights(const torch::jit::Module &module, const ir::Graph &g, const std::string &path) {
   std::map<std::string, at::Tensor> byName;
   for (const auto &p : module.named_parameters(true))
     byName[p.name] = p.value;

@@ -24,8 +24,8 @@ int main(int argc, char **argv) {
   CLI11_PARSE(app, argc, argv);
 
   nnsc::Status st = nnsc::Status::ok();
-  bool isGraph = opts.modelPath.size() > 3 &&
-                 opts.modelPath.compare(opts.modelPath.size() - 3, 3, ".pb") == 0;
+  bool isGraph =
+      opts.modelPath.size() > 3 && opts.modelPath.compare(opts.modelPath.size() - 3, 3, ".pb") == 0;
   if (isGraph && opts.inputsPath.empty())
     st = nnsc::trace::printGraphFile(opts.modelPath, std::cout);
   else if (opts.inputsPath.empty())

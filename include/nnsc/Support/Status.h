@@ -47,8 +47,7 @@ private:
 };
 
 /// Builds a BadInput status from a fmt format string.
-template <typename... Args>
-Status errorf(fmt::format_string<Args...> f, Args &&...args) {
+template <typename... Args> Status errorf(fmt::format_string<Args...> f, Args &&...args) {
   return Status::error(fmt::format(f, std::forward<Args>(args)...));
 }
 

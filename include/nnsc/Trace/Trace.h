@@ -19,11 +19,11 @@
 namespace nnsc::trace {
 
 struct TraceOptions {
-  std::string modelPath;  ///< TorchScript archive (torch.jit.trace/script + save)
-  std::string inputsPath; ///< sample-input spec (InputSpec.h)
+  std::string modelPath;       ///< TorchScript archive (torch.jit.trace/script + save)
+  std::string inputsPath;      ///< sample-input spec (InputSpec.h)
   std::string device = "meta"; ///< "meta" or "cpu"
-  std::string customOps;  ///< optional YAML of user op annotations and libraries
-  uint64_t seed = 0;      ///< for random sample inputs in cpu mode
+  std::string customOps;       ///< optional YAML of user op annotations and libraries
+  uint64_t seed = 0;           ///< for random sample inputs in cpu mode
 };
 
 struct TraceResult {

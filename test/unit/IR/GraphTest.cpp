@@ -17,9 +17,10 @@ Graph tinyGraph() {
   g.name = "Tiny";
   g.source = "tiny.pt";
   int64_t x = g.addTensor({-1, "x", {4, 8}, DType::Float32, false, TensorKind::Input, {}, {}});
-  int64_t w = g.addTensor({-1, "fc.weight", {16, 8}, DType::Float32, true, TensorKind::Param,
-                           {"head.weight"}, {}});
-  int64_t y = g.addTensor({-1, "y", {4, 16}, DType::Float32, false, TensorKind::Activation, {}, {}});
+  int64_t w = g.addTensor(
+      {-1, "fc.weight", {16, 8}, DType::Float32, true, TensorKind::Param, {"head.weight"}, {}});
+  int64_t y =
+      g.addTensor({-1, "y", {4, 16}, DType::Float32, false, TensorKind::Activation, {}, {}});
   int64_t l = g.addTensor({-1, "loss", {}, DType::Float32, false, TensorKind::Activation, {}, {}});
   Node lin;
   lin.op = "aten::linear";
@@ -35,7 +36,9 @@ Graph tinyGraph() {
   sum.op = "aten::sum";
   sum.inputs = {y};
   sum.outputs = {l};
-  sum.args = {{"self", TensorRef{0}}, {"dtype", DType::Float32}, {"scale", 0.5},
+  sum.args = {{"self", TensorRef{0}},
+              {"dtype", DType::Float32},
+              {"scale", 0.5},
               {"dims", std::vector<int64_t>{0, 1}}};
   g.addNode(sum);
   g.inputs = {x};
@@ -81,7 +84,8 @@ TEST_CASE("readGraph names the file when it is not a graph") {
 
 TEST_CASE("compact renumbers tensors densely") {
   Graph g = tinyGraph();
-  int64_t dead = g.addTensor({-1, "dead", {1}, DType::Float32, false, TensorKind::Constant, {}, {}});
+  int64_t dead =
+      g.addTensor({-1, "dead", {1}, DType::Float32, false, TensorKind::Constant, {}, {}});
   std::vector<bool> keep(g.tensors().size(), true);
   keep[static_cast<size_t>(dead)] = false;
   keep[0] = true;

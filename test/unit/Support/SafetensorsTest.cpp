@@ -48,7 +48,8 @@ TEST_CASE("safetensors rejects a wrong byte count on write") {
 TEST_CASE("safetensors reports truncated and foreign files by name") {
   float a[4] = {1, 2, 3, 4};
   std::string path = tempPath("trunc.safetensors");
-  REQUIRE(writeSafetensors(path, {{"w", "F32", {4}, std::string_view((char *)a, sizeof a)}}).isOk());
+  REQUIRE(
+      writeSafetensors(path, {{"w", "F32", {4}, std::string_view((char *)a, sizeof a)}}).isOk());
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 4);
   auto f = SafetensorsFile::open(path);
   REQUIRE_FALSE(f.isOk());
@@ -71,7 +72,8 @@ TEST_CASE("writeFileAtomic replaces the old content and leaves no temporary") {
   REQUIRE(writeFileAtomic(path, "second").isOk());
   CHECK(*readFile(path) == "second");
   int files = 0;
-  for (const auto &e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+  for (const auto &e :
+       std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
     files += e.path().filename().string().rfind("nnsc-unit-atomic.txt.tmp", 0) == 0;
   CHECK(files == 0);
   Status st = writeFileAtomic("/nonexistent-dir/x", "y");
