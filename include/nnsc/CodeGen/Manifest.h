@@ -1,0 +1,42 @@
+#pragma once
+/// Per-rank manifests (rank{r}.pb, proto::RankManifest): everything the
+/// runtime needs to call a rank's program, load its shards, communicate and
+/// merge checkpoints, without reading the IR.
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "nnsc/CodeGen/RankLayout.h"
+#include "nnsc/IR/Graph.h"
+#include "nnsc/Support/Status.h"
+#include "nnsc/manifest.pb.h"
+
+namespace nnsc::codegen {
+
+constexpr uint32_t kManifestFormatVersion = 1;
+constexpr int64_t kDefaultBucketBytes = 25ll << 20;
+
+struct ManifestOptions {
+  int64_t bucketBytes = kDefaultBucketBytes; ///< gradient allreduce bucket size
+  bool weightsWritten = true;                ///< false: no rank{r}.safetensors
+};
+
+/// The manifest of `layout`'s rank: program and weights file names, inputs,
+/// shards with their slice of the full tensor, the data-parallel group
+/// (group 0) and one averaging reducer over the trainable shards.
+proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layout,
+                                  const ManifestOptions &options);
+
+/// The text form (`nnsc-codegen --print`, `--print-manifest`):
+///   manifest rank 0 of 2: plan_ngpus 1, data-parallel copy 0 of 2, model GPT
+///   shard p0 transformer.wte.weight: float32[65, 32] of [65, 32] at [0:65, 0:32] ...
+void printManifest(const proto::RankManifest &manifest, std::ostream &os);
+/// The manifest as JSON (protobuf's mapping, proto field names) for scripts.
+std::string manifestToJson(const proto::RankManifest &manifest);
+
+Status writeManifest(const proto::RankManifest &manifest, const std::string &path);
+/// Errors name the file: "rank0.pb: error: not an nnsc rank manifest".
+Expected<proto::RankManifest> readManifest(const std::string &path);
+
+} // namespace nnsc::codegen

@@ -1,0 +1,73 @@
+#pragma once
+/// Making a parallel plan for a traced graph: the policy registry and the
+/// checks every plan must pass, whichever policy wrote it.
+///
+/// A plan (proto::Plan, plan.pb) says for every forward node how it is split
+/// along one of its annotated dimensions and which plan devices run the
+/// parts; `runtime_ngpus / plan_ngpus` copies of that plan train data-parallel.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nnsc/IR/Graph.h"
+#include "nnsc/Support/Status.h"
+#include "nnsc/plan.pb.h"
+
+namespace nnsc::plan {
+
+/// Current plan.pb format version, written into every plan.
+constexpr uint32_t kPlanFormatVersion = 1;
+
+/// What a policy is asked to do.
+struct PlanOptions {
+  std::string policy = "dp"; ///< a name from policyNames()
+  int runtimeNgpus = 1;      ///< total ranks at run time, >= 1
+  int microBatches = 1;      ///< micro-batches per optimizer step, >= 1
+  std::string graphPath;     ///< recorded in the plan (where the graph came from)
+};
+
+/// A policy fills in a plan for `graph`. It may assume `options` passed
+/// checkOptions; the common fields (version, graph path, fingerprint, micro
+/// batches) are set by makePlan afterwards.
+using PolicyFn =
+    std::function<Expected<proto::Plan>(const ir::Graph &graph, const PlanOptions &options)>;
+
+struct Policy {
+  std::string name;
+  std::string summary; ///< one line for --help
+  PolicyFn make;
+};
+
+/// Every registered policy, in the order help texts list them.
+const std::vector<Policy> &policies();
+/// The policy called `name`, or nullptr.
+const Policy *findPolicy(const std::string &name);
+/// "dp" / "dp, tp, ..." for error messages.
+std::string policyNames();
+
+/// Checks option values that no policy can work with (ngpus <= 0, unknown
+/// policy). Errors read "error: ..." and name the bad value.
+Status checkOptions(const PlanOptions &options);
+
+/// Runs the chosen policy, stamps the common fields and validates the result
+/// against `graph` (validatePlan), so a returned plan is always usable.
+Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &options);
+
+/// A stable 64-bit fingerprint of a graph (FNV-1a over its text form), stored
+/// in plans to catch a plan used with another graph.
+uint64_t graphFingerprint(const ir::Graph &graph);
+
+/// Checks what a plan must satisfy on its own: a known format version,
+/// plan_ngpus >= 1, runtime_ngpus a positive multiple of it, micro_batches >= 1.
+Status checkPlanEnvelope(const proto::Plan &plan);
+
+/// Checks that `plan` fits `graph`: format version, device counts
+/// (runtime_ngpus a positive multiple of plan_ngpus), one NodePlan per node
+/// in node order, devices in range and stages that exist, and every
+/// partition splittable under the node's annotations (ops::splitEffect).
+/// Errors are one line without location; callers prefix the file.
+Status validatePlan(const proto::Plan &plan, const ir::Graph &graph);
+
+} // namespace nnsc::plan

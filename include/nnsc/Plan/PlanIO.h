@@ -1,0 +1,37 @@
+#pragma once
+/// plan.pb on disk, and the `nnsc-plan` tool's two jobs as library calls.
+
+#include <ostream>
+#include <string>
+
+#include "nnsc/IR/Graph.h"
+#include "nnsc/Plan/Plan.h"
+#include "nnsc/Support/Status.h"
+
+namespace nnsc::plan {
+
+/// Writes `plan` to `path` atomically (binary protobuf).
+Status writePlan(const proto::Plan &plan, const std::string &path);
+
+/// Reads a plan.pb; errors name the file: "p.pb: error: not an nnsc plan ...".
+/// Only the envelope is checked (version, device counts); use validatePlan
+/// against the graph for the rest.
+Expected<proto::Plan> readPlan(const std::string &path);
+
+/// Reads the graph a plan was made for: `override` when non-empty, else the
+/// plan's recorded path, tried as given and then beside the plan file.
+/// Fails when the graph's fingerprint differs from the plan's.
+Expected<ir::Graph> readPlanGraph(const proto::Plan &plan, const std::string &planPath,
+                                  const std::string &override);
+
+/// `nnsc-plan GRAPH.pb --policy P ... [-o PLAN.pb] [--print]`: plans the
+/// graph, writes the plan when `outPath` is non-empty and prints its text
+/// form to `out` when `print`; one line to `log` says what was written.
+Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
+                   const std::string &outPath, bool print, std::ostream &out, std::ostream &log);
+
+/// `nnsc-plan --print PLAN.pb [--graph GRAPH.pb]`: the text form of a plan file.
+Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
+                     std::ostream &out);
+
+} // namespace nnsc::plan

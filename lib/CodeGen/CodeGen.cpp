@@ -1,0 +1,131 @@
+// The nnsc-codegen driver: read the inputs, generate every rank in memory,
+// then write the files.
+#include "nnsc/CodeGen/CodeGen.h"
+
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "nnsc/CodeGen/Program.h"
+#include "nnsc/CodeGen/Shards.h"
+#include "nnsc/Plan/PlanIO.h"
+#include "nnsc/Support/File.h"
+
+namespace nnsc::codegen {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RankOutput {
+  RankLayout layout;
+  std::string program;
+  proto::RankManifest manifest;
+};
+
+Expected<RankOutput> generateRank(const ir::Graph &graph, const proto::Plan &plan, int rank,
+                                  const CodeGenOptions &options, bool weights) {
+  auto layout = layoutRank(graph, plan, rank);
+  if (!layout)
+    return layout.status();
+  auto program = emitProgram(graph, *layout, {plan.policy(), options.graphPath});
+  if (!program)
+    return program.status();
+  proto::RankManifest manifest = buildManifest(graph, *layout, {options.bucketBytes, weights});
+  return RankOutput{layout.take(), program.take(), std::move(manifest)};
+}
+
+std::string defaultWeights(const std::string &graphPath) {
+  return (fs::path(graphPath).parent_path() / "weights.safetensors").string();
+}
+
+// rank{r}.py / .pb / .safetensors for r >= worldSize, left by a bigger run.
+Status removeStaleRanks(const std::string &dir, int worldSize) {
+  static const std::regex name("rank([0-9]+)\\.(py|pb|safetensors)");
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    std::string file = entry.path().filename().string();
+    if (std::regex_match(file, m, name) && std::stoll(m[1].str()) >= worldSize)
+      fs::remove(entry.path(), ec);
+  }
+  return Status::ok();
+}
+
+std::string weightsPathOf(const CodeGenOptions &options) {
+  return options.weightsPath.empty() ? defaultWeights(options.graphPath) : options.weightsPath;
+}
+
+Status writeRank(const RankOutput &r, const ir::Graph &graph, const CodeGenOptions &options,
+                 const SafetensorsFile *weights) {
+  fs::path base(options.outDir);
+  if (weights)
+    NNSC_RETURN_IF_ERROR(writeRankShards((base / r.manifest.weights()).string(), graph, r.layout,
+                                         *weights, weightsPathOf(options)));
+  NNSC_RETURN_IF_ERROR(writeFileAtomic((base / r.manifest.program()).string(), r.program));
+  return writeManifest(r.manifest, (base / fmt::format("rank{}.pb", r.layout.rank)).string());
+}
+
+Expected<std::shared_ptr<SafetensorsFile>>
+openWeights(const ir::Graph &graph, const CodeGenOptions &options, std::ostream &log) {
+  if (!graph.weightsWritten) {
+    log << "nnsc-codegen: the graph has no weights (traced from meta tensors); rank shards not "
+           "written\n";
+    return std::shared_ptr<SafetensorsFile>();
+  }
+  return SafetensorsFile::open(weightsPathOf(options));
+}
+
+} // namespace
+
+Status runCodeGen(const CodeGenOptions &options, std::ostream &out, std::ostream &log) {
+  if (options.bucketBytes <= 0)
+    return errorf("error: impossible --bucket-mb; expected a positive size");
+  auto plan = plan::readPlan(options.planPath);
+  if (!plan)
+    return plan.status();
+  // The graph, checked against the plan's fingerprint and validated with it.
+  auto graph = plan::readPlanGraph(*plan, options.planPath, options.graphPath);
+  if (!graph)
+    return graph.status();
+  auto weights = openWeights(*graph, options, log);
+  if (!weights)
+    return weights.status();
+  std::vector<RankOutput> ranks;
+  for (int r = 0; r < plan->runtime_ngpus(); ++r) {
+    auto rank = generateRank(*graph, *plan, r, options, *weights != nullptr);
+    if (!rank)
+      return rank.status();
+    if (*weights)
+      NNSC_RETURN_IF_ERROR(
+          checkShardSources(*graph, rank->layout, **weights, weightsPathOf(options)));
+    ranks.push_back(rank.take());
+  }
+  if (!options.outDir.empty()) {
+    NNSC_RETURN_IF_ERROR(makeDirs(options.outDir));
+    for (const RankOutput &r : ranks)
+      NNSC_RETURN_IF_ERROR(writeRank(r, *graph, options, weights->get()));
+    NNSC_RETURN_IF_ERROR(removeStaleRanks(options.outDir, plan->runtime_ngpus()));
+    log << fmt::format("nnsc-codegen: wrote {} ranks to {} (rank{{r}}.py, rank{{r}}.pb{})\n",
+                       ranks.size(), options.outDir, *weights ? ", rank{r}.safetensors" : "");
+  }
+  if (options.print) {
+    out << ranks[0].program << '\n';
+    printManifest(ranks[0].manifest, out);
+  }
+  return Status::ok();
+}
+
+Status printManifestFile(const std::string &path, bool json, std::ostream &out) {
+  auto manifest = readManifest(path);
+  if (!manifest)
+    return manifest.status();
+  if (json)
+    out << manifestToJson(*manifest);
+  else
+    printManifest(*manifest, out);
+  return Status::ok();
+}
+
+} // namespace nnsc::codegen

@@ -1,0 +1,133 @@
+#include "nnsc/CodeGen/Manifest.h"
+
+#include <fmt/format.h>
+#include <google/protobuf/util/json_util.h>
+
+#include "nnsc/CodeGen/Program.h"
+#include "nnsc/Support/File.h"
+
+namespace nnsc::codegen {
+
+namespace {
+
+proto::DType toProtoDType(ir::DType t) {
+  return static_cast<proto::DType>(static_cast<int>(t)); // same order by design
+}
+
+void fillShard(const ir::Graph &graph, const ShardSpec &s, int reducer, proto::Shard &out) {
+  const ir::Tensor &t = graph.tensor(s.tensor);
+  out.set_local_name(s.localName);
+  out.set_original_name(s.constant ? fmt::format("__const.{}", t.id) : t.name);
+  for (const std::string &a : t.aliases)
+    out.add_aliases(a);
+  for (int64_t d : t.shape)
+    out.add_full_shape(d);
+  for (int64_t d : s.shape())
+    out.add_shape(d);
+  out.set_dtype(toProtoDType(t.dtype));
+  proto::SliceMap *slice = out.mutable_slice();
+  for (size_t d = 0; d < s.start.size(); ++d) {
+    slice->add_start(s.start[d]);
+    slice->add_stop(s.stop[d]);
+  }
+  slice->set_value_index(s.valueIndex);
+  slice->set_value_chunks(s.valueChunks);
+  bool trainable = !s.constant && t.kind == ir::TensorKind::Param && t.requiresGrad;
+  out.set_trainable(trainable);
+  out.set_reducer(trainable ? reducer : -1);
+  out.set_replicas(s.replicas);
+  out.set_constant(s.constant);
+}
+
+void fillInputs(const ir::Graph &graph, const RankLayout &layout, proto::RankManifest &m) {
+  for (const InputSpec &in : layout.inputs) {
+    const ir::Tensor &t = graph.tensor(in.tensor);
+    proto::ProgramInput *p = m.add_inputs();
+    p->set_name(t.name);
+    for (int64_t d : t.shape)
+      p->add_full_shape(d);
+    for (int64_t d : in.shape)
+      p->add_shape(d);
+    p->set_dtype(toProtoDType(t.dtype));
+    p->set_batch_dim(in.batchDim);
+  }
+}
+
+// Group 0: the ranks that hold the same plan device in every data-parallel
+// copy; gradients of replicated shards are averaged over it.
+void fillGroupsAndReducers(const RankLayout &layout, int64_t bucketBytes, proto::RankManifest &m) {
+  proto::CommGroup *g = m.add_groups();
+  g->set_id(0);
+  for (int c = 0; c < layout.dpSize; ++c)
+    g->add_ranks(c * layout.planNgpus + layout.planDevice);
+  proto::Reducer r;
+  r.set_group(0);
+  r.set_bucket_bytes(bucketBytes);
+  r.set_average(true);
+  for (const proto::Shard &s : m.shards())
+    if (s.trainable())
+      r.add_shards(s.local_name());
+  if (r.shards_size() > 0)
+    *m.add_reducers() = r;
+}
+
+} // namespace
+
+proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layout,
+                                  const ManifestOptions &options) {
+  proto::RankManifest m;
+  m.set_format_version(kManifestFormatVersion);
+  m.set_rank(layout.rank);
+  m.set_world_size(layout.worldSize);
+  m.set_plan_ngpus(layout.planNgpus);
+  m.set_dp_size(layout.dpSize);
+  m.set_dp_rank(layout.dpRank);
+  m.set_program(fmt::format("rank{}.py", layout.rank));
+  m.set_entry(kEntryName);
+  if (options.weightsWritten)
+    m.set_weights(fmt::format("rank{}.safetensors", layout.rank));
+  m.set_model_name(graph.name);
+  fillInputs(graph, layout, m);
+  for (const ShardSpec &s : layout.shards)
+    fillShard(graph, s, 0, *m.add_shards());
+  fillGroupsAndReducers(layout, options.bucketBytes, m);
+  if (m.reducers_size() == 0)
+    for (proto::Shard &s : *m.mutable_shards())
+      s.set_reducer(-1);
+  m.set_loss_output(layout.lossOutput);
+  m.set_num_outputs(static_cast<int32_t>(layout.outputs.size()));
+  m.set_loss_scale(1.0);
+  return m;
+}
+
+std::string manifestToJson(const proto::RankManifest &manifest) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(manifest, &json, opts);
+  return json;
+}
+
+Status writeManifest(const proto::RankManifest &manifest, const std::string &path) {
+  std::string bytes;
+  if (!manifest.SerializeToString(&bytes))
+    return Status::internal(fmt::format("{}: error: cannot serialize the manifest", path));
+  return writeFileAtomic(path, bytes);
+}
+
+Expected<proto::RankManifest> readManifest(const std::string &path) {
+  auto bytes = readFile(path);
+  if (!bytes)
+    return bytes.status();
+  proto::RankManifest m;
+  if (!m.ParseFromString(*bytes) || m.program().empty() || m.world_size() <= 0)
+    return errorf("{}: error: not an nnsc rank manifest (written by nnsc-codegen)", path);
+  if (m.format_version() == 0 || m.format_version() > kManifestFormatVersion)
+    return errorf("{}: error: unsupported manifest format version {} (this build reads 1..{})",
+                  path, m.format_version(), kManifestFormatVersion);
+  return m;
+}
+
+} // namespace nnsc::codegen

@@ -1,0 +1,69 @@
+// The text form of a rank manifest.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "nnsc/CodeGen/Manifest.h"
+#include "nnsc/IR/Types.h"
+
+namespace nnsc::codegen {
+
+namespace {
+
+std::string typeText(proto::DType dtype, const google::protobuf::RepeatedField<int64_t> &shape) {
+  auto t = static_cast<ir::DType>(static_cast<int>(dtype));
+  return fmt::format("{}[{}]", ir::dtypeName(t), fmt::join(shape, ", "));
+}
+
+std::string sliceText(const proto::SliceMap &s) {
+  std::vector<std::string> dims;
+  for (int d = 0; d < s.start_size() && d < s.stop_size(); ++d)
+    dims.push_back(fmt::format("{}:{}", s.start(d), s.stop(d)));
+  std::string text = fmt::format("[{}]", fmt::join(dims, ", "));
+  if (s.value_chunks() > 1)
+    text += fmt::format(" value {}/{}", s.value_index(), s.value_chunks());
+  return text;
+}
+
+void printShard(const proto::Shard &s, std::ostream &os) {
+  os << fmt::format("shard  {} {}: {} of [{}] at {}", s.local_name(), s.original_name(),
+                    typeText(s.dtype(), s.shape()), fmt::join(s.full_shape(), ", "),
+                    sliceText(s.slice()));
+  if (s.constant())
+    os << " constant";
+  else if (s.trainable())
+    os << fmt::format(" trainable reducer {}", s.reducer());
+  else
+    os << " frozen";
+  os << fmt::format(" replicas {}", s.replicas());
+  if (!s.aliases().empty())
+    os << fmt::format(" (alias {})", fmt::join(s.aliases(), ", "));
+  os << '\n';
+}
+
+} // namespace
+
+void printManifest(const proto::RankManifest &m, std::ostream &os) {
+  os << fmt::format("manifest rank {} of {}: plan_ngpus {}, data-parallel copy {} of {}, model "
+                    "{} (format {})\n",
+                    m.rank(), m.world_size(), m.plan_ngpus(), m.dp_rank(), m.dp_size(),
+                    m.model_name(), m.format_version());
+  os << fmt::format("  program {}, entry {}, weights {}\n", m.program(), m.entry(),
+                    m.weights().empty() ? "<none>" : m.weights());
+  os << fmt::format("  outputs {}, loss output {}, loss scale {}\n", m.num_outputs(),
+                    m.loss_output(), m.loss_scale());
+  for (const proto::ProgramInput &in : m.inputs())
+    os << fmt::format("input  {}: {} of [{}] batch dim {}\n", in.name(),
+                      typeText(in.dtype(), in.shape()), fmt::join(in.full_shape(), ", "),
+                      in.batch_dim());
+  for (const proto::Shard &s : m.shards())
+    printShard(s, os);
+  for (const proto::CommGroup &g : m.groups())
+    os << fmt::format("group  {}: ranks [{}]\n", g.id(), fmt::join(g.ranks(), ", "));
+  for (int i = 0; i < m.reducers_size(); ++i) {
+    const proto::Reducer &r = m.reducers(i);
+    os << fmt::format("reducer {}: group {}, {} shards, bucket {} bytes, {}\n", i, r.group(),
+                      r.shards_size(), r.bucket_bytes(), r.average() ? "average" : "sum");
+  }
+}
+
+} // namespace nnsc::codegen

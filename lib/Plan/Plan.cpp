@@ -1,0 +1,46 @@
+#include "nnsc/Plan/Plan.h"
+
+#include <fmt/format.h>
+
+#include "nnsc/IR/Printer.h"
+
+namespace nnsc::plan {
+
+Status checkOptions(const PlanOptions &options) {
+  if (!findPolicy(options.policy))
+    return errorf("error: unknown policy '{}'; expected one of: {}", options.policy, policyNames());
+  if (options.runtimeNgpus <= 0)
+    return errorf("error: impossible --runtime-ngpus {}; expected a positive number of devices",
+                  options.runtimeNgpus);
+  if (options.microBatches <= 0)
+    return errorf("error: impossible --micro-batches {}; expected a positive number",
+                  options.microBatches);
+  return Status::ok();
+}
+
+uint64_t graphFingerprint(const ir::Graph &graph) {
+  uint64_t h = 1469598103934665603ull; // FNV-1a offset basis
+  for (unsigned char c : ir::printGraph(graph)) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &options) {
+  NNSC_RETURN_IF_ERROR(checkOptions(options));
+  auto plan = findPolicy(options.policy)->make(graph, options);
+  if (!plan)
+    return plan.status();
+  plan->set_format_version(kPlanFormatVersion);
+  plan->set_graph(options.graphPath);
+  plan->set_graph_fingerprint(graphFingerprint(graph));
+  plan->set_micro_batches(options.microBatches);
+  Status st = validatePlan(*plan, graph);
+  if (!st)
+    return Status::internal(
+        fmt::format("error: policy '{}' made an invalid plan: {}", options.policy, st.message()));
+  return plan;
+}
+
+} // namespace nnsc::plan

@@ -1,0 +1,99 @@
+#include "nnsc/Plan/PlanIO.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "nnsc/IR/Serialize.h"
+#include "nnsc/Plan/PlanPrinter.h"
+#include "nnsc/Support/File.h"
+
+namespace nnsc::plan {
+
+namespace fs = std::filesystem;
+
+Status writePlan(const proto::Plan &plan, const std::string &path) {
+  std::string bytes;
+  if (!plan.SerializeToString(&bytes))
+    return Status::internal(fmt::format("{}: error: cannot serialize the plan", path));
+  return writeFileAtomic(path, bytes);
+}
+
+Expected<proto::Plan> readPlan(const std::string &path) {
+  auto bytes = readFile(path);
+  if (!bytes)
+    return bytes.status();
+  proto::Plan plan;
+  if (!plan.ParseFromString(*bytes) || plan.policy().empty() || plan.plan_ngpus() == 0)
+    return errorf("{}: error: not an nnsc plan (written by nnsc-plan -o PLAN.pb)", path);
+  Status st = checkPlanEnvelope(plan);
+  if (!st)
+    return Status::error(fmt::format("{}: error: {}", path, st.message()));
+  return plan;
+}
+
+namespace {
+
+// The recorded graph path as given, else a graph of that name beside the plan.
+std::string locateGraph(const proto::Plan &plan, const std::string &planPath) {
+  fs::path recorded(plan.graph());
+  if (recorded.empty() || fs::exists(recorded))
+    return plan.graph();
+  fs::path beside = fs::path(planPath).parent_path() / recorded.filename();
+  return fs::exists(beside) ? beside.string() : plan.graph();
+}
+
+} // namespace
+
+Expected<ir::Graph> readPlanGraph(const proto::Plan &plan, const std::string &planPath,
+                                  const std::string &override) {
+  std::string graphPath = override.empty() ? locateGraph(plan, planPath) : override;
+  if (graphPath.empty())
+    return errorf("{}: error: the plan names no graph; pass --graph GRAPH.pb", planPath);
+  auto graph = ir::readGraph(graphPath);
+  if (!graph)
+    return graph.status();
+  if (plan.graph_fingerprint() != 0 && plan.graph_fingerprint() != graphFingerprint(*graph))
+    return errorf("{}: error: the plan was made for another graph than {} (fingerprints "
+                  "differ); re-run nnsc-plan on it",
+                  planPath, graphPath);
+  Status st = validatePlan(plan, *graph);
+  if (!st)
+    return Status::error(fmt::format("{}: error: {}", planPath, st.message()));
+  return graph;
+}
+
+Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
+                   const std::string &outPath, bool print, std::ostream &out, std::ostream &log) {
+  NNSC_RETURN_IF_ERROR(checkOptions(options));
+  auto graph = ir::readGraph(graphPath);
+  if (!graph)
+    return graph.status();
+  PlanOptions opts = options;
+  opts.graphPath = graphPath;
+  auto plan = makePlan(*graph, opts);
+  if (!plan)
+    return plan.status();
+  if (!outPath.empty()) {
+    NNSC_RETURN_IF_ERROR(writePlan(*plan, outPath));
+    log << fmt::format("nnsc-plan: wrote {} (policy {}, plan_ngpus {}, runtime_ngpus {})\n",
+                       outPath, plan->policy(), plan->plan_ngpus(), plan->runtime_ngpus());
+  }
+  if (print)
+    printPlan(*plan, *graph, out);
+  return Status::ok();
+}
+
+Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
+                     std::ostream &out) {
+  auto plan = readPlan(planPath);
+  if (!plan)
+    return plan.status();
+  auto graph = readPlanGraph(*plan, planPath, graphOverride);
+  if (!graph)
+    return graph.status();
+  printPlan(*plan, *graph, out);
+  return Status::ok();
+}
+
+} // namespace nnsc::plan

@@ -1,0 +1,116 @@
+#include "nnsc/Plan/PlanPrinter.h"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "nnsc/Plan/Memory.h"
+
+namespace nnsc::plan {
+
+namespace {
+
+std::string groupDigits(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string plural(int64_t n, const char *one, const char *many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+void printSummary(const proto::Plan &plan, const ir::Graph &graph, std::ostream &os) {
+  int copies = plan.runtime_ngpus() / plan.plan_ngpus();
+  os << fmt::format("plan {} for {} ({}) from {}\n", plan.policy(), graph.name,
+                    plural(static_cast<int64_t>(graph.nodes().size()), "node", "nodes"),
+                    plan.graph().empty() ? "<unknown>" : plan.graph());
+  os << fmt::format("  plan_ngpus {}, runtime_ngpus {} ({}), micro_batches {}, zero {}\n",
+                    plan.plan_ngpus(), plan.runtime_ngpus(),
+                    plural(copies, "data-parallel copy", "data-parallel copies"),
+                    plan.micro_batches(), plan.zero());
+  if (!plan.schedule().empty())
+    os << fmt::format("  schedule {}\n", plan.schedule());
+  for (const proto::Stage &s : plan.stages())
+    os << fmt::format("  stage {}: devices [{}]\n", s.id(), fmt::join(s.devices(), ", "));
+}
+
+void printMemory(const proto::Plan &plan, const ir::Graph &graph, std::ostream &os) {
+  os << "memory per device (estimate: parameters and buffers, gradients, AdamW exp_avg and "
+        "exp_avg_sq in float32, activations of one micro-batch):\n";
+  for (const DeviceMemory &m : estimateMemory(graph, plan))
+    os << fmt::format("  device {}: params {} ({} elements), grads {}, optimizer {}, "
+                      "activations {}; total {}\n",
+                      m.device, formatBytes(m.paramBytes), groupDigits(m.paramElements),
+                      formatBytes(m.gradBytes), formatBytes(m.optimizerBytes),
+                      formatBytes(m.activationBytes), formatBytes(m.total()));
+}
+
+std::string partitionText(const proto::NodePlan &np) {
+  if (np.num() <= 1)
+    return "replicate";
+  if (!np.ident().empty())
+    return fmt::format("{}/{}", np.ident(), np.num());
+  return fmt::format("input{}.dim{}/{}", np.input(), np.dim(), np.num());
+}
+
+std::string moduleText(const ir::Node &node) {
+  std::string path = node.modulePath.empty() ? "<top>" : node.modulePath;
+  return node.moduleClass.empty() ? path : fmt::format("{} ({})", path, node.moduleClass);
+}
+
+void printNodes(const proto::Plan &plan, const ir::Graph &graph, std::ostream &os) {
+  std::vector<std::array<std::string, 7>> rows = {
+      {"node", "op", "outputs", "partition", "devices", "stage", "module"}};
+  for (const proto::NodePlan &np : plan.nodes()) {
+    const ir::Node &node = graph.nodes()[static_cast<size_t>(np.node())];
+    std::vector<std::string> outs;
+    for (int64_t o : node.outputs)
+      outs.push_back(fmt::format("%{}", o));
+    std::string module = moduleText(node);
+    if (np.recompute_group() >= 0)
+      module += fmt::format(" [recompute {}]", np.recompute_group());
+    rows.push_back({std::to_string(np.node()), node.op, fmt::format("{}", fmt::join(outs, ",")),
+                    partitionText(np), fmt::format("[{}]", fmt::join(np.devices(), ", ")),
+                    std::to_string(np.stage()), module});
+  }
+  std::array<size_t, 7> width{};
+  for (const auto &r : rows)
+    for (size_t c = 0; c < r.size(); ++c)
+      width[c] = std::max(width[c], r[c].size());
+  os << "nodes:\n";
+  for (const auto &r : rows) {
+    std::string line = " ";
+    for (size_t c = 0; c + 1 < r.size(); ++c)
+      line += fmt::format(" {:<{}} ", r[c], width[c]);
+    os << line << ' ' << r.back() << '\n';
+  }
+}
+
+} // namespace
+
+std::string formatBytes(double bytes) {
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024)
+    return fmt::format("{} B", static_cast<int64_t>(bytes));
+  int u = -1;
+  while (bytes >= 1024 && u < 3) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
+void printPlan(const proto::Plan &plan, const ir::Graph &graph, std::ostream &os) {
+  printSummary(plan, graph, os);
+  printMemory(plan, graph, os);
+  printNodes(plan, graph, os);
+}
+
+} // namespace nnsc::plan

@@ -1,0 +1,84 @@
+// validatePlan: the checks every plan passes before codegen sees it.
+#include <set>
+
+#include <fmt/format.h>
+
+#include "NodeSplit.h"
+#include "nnsc/Plan/Plan.h"
+
+namespace nnsc::plan {
+
+Status checkPlanEnvelope(const proto::Plan &plan) {
+  if (plan.format_version() == 0 || plan.format_version() > kPlanFormatVersion)
+    return errorf("unsupported plan format version {} (this build reads 1..{})",
+                  plan.format_version(), kPlanFormatVersion);
+  if (plan.plan_ngpus() <= 0)
+    return errorf("plan_ngpus is {}; expected a positive number", plan.plan_ngpus());
+  if (plan.runtime_ngpus() <= 0 || plan.runtime_ngpus() % plan.plan_ngpus() != 0)
+    return errorf("runtime_ngpus {} is not a positive multiple of plan_ngpus {}",
+                  plan.runtime_ngpus(), plan.plan_ngpus());
+  if (plan.micro_batches() <= 0)
+    return errorf("micro_batches is {}; expected a positive number", plan.micro_batches());
+  return Status::ok();
+}
+
+namespace {
+
+Status checkStages(const proto::Plan &plan, std::set<int> &stageIds) {
+  for (const proto::Stage &s : plan.stages()) {
+    if (!stageIds.insert(s.id()).second)
+      return errorf("stage {} is declared twice", s.id());
+    for (int d : s.devices())
+      if (d < 0 || d >= plan.plan_ngpus())
+        return errorf("stage {} lists device {} outside 0..{}", s.id(), d, plan.plan_ngpus() - 1);
+  }
+  if (stageIds.empty())
+    return errorf("the plan declares no stage");
+  return Status::ok();
+}
+
+Status checkNode(const proto::Plan &plan, const ir::Graph &graph, const proto::NodePlan &np,
+                 const std::set<int> &stageIds) {
+  const ir::Node &node = graph.nodes()[static_cast<size_t>(np.node())];
+  if (np.devices().empty())
+    return errorf("node {} ({}) runs on no device", node.id, node.op);
+  std::set<int> seen;
+  for (int d : np.devices()) {
+    if (d < 0 || d >= plan.plan_ngpus())
+      return errorf("node {} ({}) is placed on device {} outside 0..{}", node.id, node.op, d,
+                    plan.plan_ngpus() - 1);
+    if (!seen.insert(d).second)
+      return errorf("node {} ({}) lists device {} twice", node.id, node.op, d);
+  }
+  if (np.num() > 1 && np.devices_size() != np.num())
+    return errorf("node {} ({}) is split into {} parts but lists {} devices", node.id, node.op,
+                  np.num(), np.devices_size());
+  if (!stageIds.count(np.stage()))
+    return errorf("node {} ({}) is in stage {}, which the plan does not declare", node.id, node.op,
+                  np.stage());
+  auto effect = nodeSplitEffect(graph, node, np);
+  if (!effect)
+    return effect.status().withContext(fmt::format("node {} ({})", node.id, node.op));
+  return Status::ok();
+}
+
+} // namespace
+
+Status validatePlan(const proto::Plan &plan, const ir::Graph &graph) {
+  NNSC_RETURN_IF_ERROR(checkPlanEnvelope(plan));
+  std::set<int> stageIds;
+  NNSC_RETURN_IF_ERROR(checkStages(plan, stageIds));
+  if (plan.nodes_size() != static_cast<int>(graph.nodes().size()))
+    return errorf("the plan has {} nodes but the graph has {}; was it made for another graph?",
+                  plan.nodes_size(), graph.nodes().size());
+  for (int i = 0; i < plan.nodes_size(); ++i) {
+    const proto::NodePlan &np = plan.nodes(i);
+    if (np.node() != i)
+      return errorf("plan entry {} is for node {}; expected one entry per node in order", i,
+                    np.node());
+    NNSC_RETURN_IF_ERROR(checkNode(plan, graph, np, stageIds));
+  }
+  return Status::ok();
+}
+
+} // namespace nnsc::plan

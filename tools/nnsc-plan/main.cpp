@@ -1,0 +1,43 @@
+// nnsc-plan: graph.pb → plan.pb (how each node is split and placed).
+//   nnsc-plan GRAPH.pb --policy dp --runtime-ngpus 2 -o plan.pb [--print]
+//   nnsc-plan --print plan.pb [--graph GRAPH.pb]
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "nnsc/Plan/PlanIO.h"
+
+int main(int argc, char **argv) {
+  CLI::App app{"nnsc-plan: choose how to parallelize a traced graph"};
+  nnsc::plan::PlanOptions opts;
+  std::string input, outPath, graphOverride;
+  bool print = false;
+  app.add_option("input", input, "graph.pb to plan, or plan.pb to print with --print")->required();
+  auto *policy = app.add_option("--policy", opts.policy,
+                                "parallelization policy; one of: " + nnsc::plan::policyNames())
+                     ->default_val("dp");
+  auto *ngpus = app.add_option("--runtime-ngpus", opts.runtimeNgpus, "total ranks at run time")
+                    ->default_val(1);
+  auto *micro =
+      app.add_option("--micro-batches", opts.microBatches, "micro-batches per optimizer step")
+          ->default_val(1);
+  auto *out = app.add_option("-o,--out", outPath, "where to write plan.pb");
+  app.add_option("--graph", graphOverride, "with --print PLAN.pb: the graph it was made for");
+  app.add_flag("--print", print, "print the plan's text form");
+  CLI11_PARSE(app, argc, argv);
+
+  bool planning = out->count() || policy->count() || ngpus->count() || micro->count();
+  nnsc::Status st;
+  if (planning)
+    st = nnsc::plan::runPlanTool(input, opts, outPath, print, std::cout, std::cerr);
+  else if (print)
+    st = nnsc::plan::printPlanFile(input, graphOverride, std::cout);
+  else
+    st = nnsc::Status::error("error: nothing to do: pass -o PLAN.pb to write a plan, or --print "
+                             "PLAN.pb to show one");
+  if (!st.isOk()) {
+    std::cerr << st.message() << '\n';
+    return static_cast<int>(st.kind());
+  }
+  return 0;
+}
