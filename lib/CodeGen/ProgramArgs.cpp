@@ -69,7 +69,7 @@ template <typename T, typename F> std::string listText(const std::vector<T> &v, 
 } // namespace
 
 std::string argumentName(const std::string &op, const ir::Argument &arg) {
-  if (op == "aten::view" && arg.name == "size")
+  if ((op == "aten::view" || op == "aten::_unsafe_view") && arg.name == "size")
     return "shape"; // written as aten::reshape
   return arg.name;
 }

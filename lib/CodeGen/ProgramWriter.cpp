@@ -44,10 +44,12 @@ bool returnsTensorList(const std::string &op) {
 std::string calleeName(const std::string &op, const std::vector<ir::Argument> &args) {
   // The IR keeps no strides (nnsc-trace drops `contiguous`), so a view may
   // meet a non-contiguous input; reshape is the same op without that demand.
-  if (op == "aten::view" && args.size() == 2 &&
-      std::holds_alternative<std::vector<int64_t>>(args[1].value))
+  bool sizeView = (op == "aten::view" || op == "aten::_unsafe_view") && args.size() == 2 &&
+                  std::holds_alternative<std::vector<int64_t>>(args[1].value);
+  if (sizeView)
     return "torch.reshape";
-
+  if (op == "aten::view_as")
+    return "torch.reshape_as";
   size_t sep = op.find("::");
   if (sep == std::string::npos)
     return op;

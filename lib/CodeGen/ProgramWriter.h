@@ -42,8 +42,9 @@ private:
 
 /// Whether ns::op returns Tensor[] (indexed like a tuple after the call).
 bool returnsTensorList(const std::string &op);
-/// "aten::linear" -> "torch.linear"; "myops::f" -> "myops.f"; aten::view with
-/// a size -> "torch.reshape" (argument `shape`, see argumentName).
+/// "aten::linear" -> "torch.linear"; "myops::f" -> "myops.f"; aten::view (and
+/// _unsafe_view) with a size -> "torch.reshape" (argument `shape`, see
+/// argumentName); aten::view_as -> "torch.reshape_as".
 std::string calleeName(const std::string &op, const std::vector<ir::Argument> &args);
 /// The keyword under which `arg` of `op` is passed (renamed for rewritten ops).
 std::string argumentName(const std::string &op, const ir::Argument &arg);
