@@ -1,0 +1,59 @@
+#pragma once
+/// A rank program: the TorchScript (Python-syntax) source that nnsc-codegen
+/// writes as rank{r}.py, compiled at run time. In the source, `torch.X` names
+/// the ATen builtin aten::X, `math.X` too, and `nnsc.X` the collectives of
+/// NnscOps.cpp (e.g. `nnsc.all_reduce(x, group=3)`).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "nnsc/Support/Status.h"
+
+namespace torch::jit {
+struct CompilationUnit;
+}
+
+namespace nnsc::rt {
+
+class Program {
+public:
+  /// Compiles every function in `source`. `fileName` labels messages: a
+  /// compile error reads "rank0.py:7: error: undefined value foo" followed by
+  /// TorchScript's excerpt of the offending line.
+  static Expected<Program> compile(const std::string &source, const std::string &fileName);
+  /// Reads `path` and compiles it (messages name `path`).
+  static Expected<Program> load(const std::string &path);
+
+  /// The functions defined, in source order.
+  const std::vector<std::string> &functions() const { return functions_; }
+  bool hasFunction(const std::string &name) const;
+  /// The parameter names of `function`, in order (to bind shards and inputs).
+  Expected<std::vector<std::string>> argumentNames(const std::string &function) const;
+
+  /// Calls `function` with `args` (grad mode as the caller set it). The
+  /// result is flattened in order: tuples and lists recursively, a tensor as
+  /// itself, None as an undefined tensor, a number as a 0-dim tensor. A
+  /// failure (shape mismatch, a collective's error) is returned with the file,
+  /// the line being executed and the function name.
+  Expected<std::vector<at::Tensor>> run(const std::string &function,
+                                        std::vector<c10::IValue> args) const;
+  /// run() of the entry function: the one named by setEntry, else the only
+  /// function of the program.
+  Expected<std::vector<at::Tensor>> run(std::vector<c10::IValue> args) const;
+  /// Chooses the function run(args) calls; an error if it is not defined.
+  Status setEntry(const std::string &function);
+
+private:
+  Program() = default;
+  Status missing(const std::string &function) const;
+
+  std::shared_ptr<torch::jit::CompilationUnit> unit_;
+  std::string fileName_;
+  std::vector<std::string> functions_;
+  std::string entry_;
+};
+
+} // namespace nnsc::rt

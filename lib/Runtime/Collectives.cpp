@@ -1,0 +1,89 @@
+// Tensor-level collectives along a dimension, built on CommBackend.
+#include "nnsc/Runtime/Collectives.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+namespace nnsc::rt {
+
+namespace {
+
+Expected<int64_t> wrapDim(const at::Tensor &x, int64_t dim, const char *op) {
+  int64_t rank = x.dim();
+  if (dim < -rank || dim >= rank || rank == 0)
+    return errorf("{}: dim {} is out of range for a tensor of {} dims", op, dim, rank);
+  return dim < 0 ? dim + rank : dim;
+}
+
+Expected<int64_t> wrapSplitDim(const CommBackend &group, const at::Tensor &x, int64_t dim,
+                               const char *op) {
+  auto d = wrapDim(x, dim, op);
+  if (d && x.size(*d) % group.size() != 0)
+    return errorf("{}: dim {} of size {} does not split into {} equal chunks ({})", op, *d,
+                  x.size(*d), group.size(), group.group().describe());
+  return d;
+}
+
+} // namespace
+
+Expected<at::Tensor> allReduceTensor(CommBackend &group, const at::Tensor &x, ReduceOp op) {
+  std::vector<at::Tensor> out{x.clone(at::MemoryFormat::Contiguous)};
+  if (group.size() == 1)
+    return out[0];
+  NNSC_RETURN_IF_ERROR(group.allReduce(out, op)->wait());
+  return out[0];
+}
+
+Expected<at::Tensor> allGatherTensor(CommBackend &group, const at::Tensor &x, int64_t dim) {
+  auto d = wrapDim(x, dim, "allgather");
+  if (!d)
+    return d.status();
+  if (group.size() == 1)
+    return x.clone(at::MemoryFormat::Contiguous);
+  at::Tensor input = x.contiguous();
+  std::vector<at::Tensor> parts;
+  for (int i = 0; i < group.size(); ++i)
+    parts.push_back(at::empty_like(input));
+  NNSC_RETURN_IF_ERROR(group.allGather(input, parts)->wait());
+  return at::cat(parts, *d);
+}
+
+Expected<at::Tensor> reduceScatterTensor(CommBackend &group, const at::Tensor &x, int64_t dim) {
+  auto d = wrapSplitDim(group, x, dim, "reducescatter");
+  if (!d)
+    return d.status();
+  if (group.size() == 1)
+    return x.clone(at::MemoryFormat::Contiguous);
+  std::vector<at::Tensor> chunks;
+  for (const at::Tensor &c : x.chunk(group.size(), *d))
+    chunks.push_back(c.contiguous());
+  at::Tensor out = at::empty_like(chunks[0]);
+  NNSC_RETURN_IF_ERROR(group.reduceScatter(chunks, out)->wait());
+  return out;
+}
+
+Expected<at::Tensor> allToAllTensor(CommBackend &group, const at::Tensor &x, int64_t splitDim,
+                                    int64_t concatDim) {
+  auto split = wrapSplitDim(group, x, splitDim, "alltoall");
+  if (!split)
+    return split.status();
+  auto concat = wrapDim(x, concatDim, "alltoall");
+  if (!concat)
+    return concat.status();
+  // Chunk j of the split dim becomes row j of a contiguous [n, ...] buffer.
+  at::Tensor send = at::stack(x.chunk(group.size(), *split));
+  if (group.size() == 1)
+    return send[0]; // stack copied already
+  at::Tensor received = at::empty_like(send);
+  NNSC_RETURN_IF_ERROR(group.allToAll(send, received)->wait());
+  return at::cat(received.unbind(0), *concat);
+}
+
+Expected<at::Tensor> chunkTensor(const CommBackend &group, const at::Tensor &x, int64_t dim) {
+  auto d = wrapSplitDim(group, x, dim, "split");
+  if (!d)
+    return d.status();
+  return x.chunk(group.size(), *d)[group.rank()].clone(at::MemoryFormat::Contiguous);
+}
+
+} // namespace nnsc::rt

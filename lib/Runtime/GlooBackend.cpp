@@ -1,0 +1,243 @@
+// GlooBackend: CommBackend over c10d::ProcessGroupGloo (CPU tensors).
+//
+// LibTorch 1.13's Gloo process group lacks reduce_scatter; it is emulated
+// here with alltoall_base (each rank receives its slice from every peer) and
+// a local reduction, which moves the same (n-1)/n of the data per rank as a
+// ring reduce-scatter.
+#include <cstdlib>
+#include <functional>
+
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include "Backends.h"
+
+namespace nnsc::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One or more c10d works plus a step that runs after they all finished
+// (copying or reducing a staging buffer into the caller's tensors).
+class C10dWork : public Work {
+public:
+  C10dWork(std::vector<c10::intrusive_ptr<c10d::Work>> works, std::string context,
+           std::chrono::milliseconds timeout, std::function<void()> finish)
+      : Work(timeout), works_(std::move(works)), context_(std::move(context)),
+        finish_(std::move(finish)) {}
+
+  Status wait(std::chrono::milliseconds timeout) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_)
+      status_ = waitAll(timeout);
+    done_ = true;
+    return status_;
+  }
+
+private:
+  Status waitAll(std::chrono::milliseconds timeout) {
+    Clock::time_point deadline = Clock::now() + timeout;
+    try {
+      for (auto &work : works_) {
+        // c10d reads a zero timeout as "wait forever": never pass it.
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        work->wait(std::max(left, std::chrono::milliseconds(1)));
+      }
+      if (finish_)
+        finish_();
+    } catch (const std::exception &e) {
+      return Status::error(
+          fmt::format("{}: {}", context_, explainCommFailure(exceptionMessage(e), timeout)));
+    }
+    return Status::ok();
+  }
+
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::string context_;
+  std::function<void()> finish_;
+  std::mutex mutex_;
+  bool done_ = false;
+  Status status_;
+};
+
+c10d::ReduceOp toC10d(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return c10d::ReduceOp::SUM;
+  case ReduceOp::Max:
+    return c10d::ReduceOp::MAX;
+  case ReduceOp::Min:
+    return c10d::ReduceOp::MIN;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+bool isLoopback(const std::string &host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+std::shared_ptr<::gloo::transport::Device> glooDevice(const CommOptions &options,
+                                                      const LaunchEnv &env) {
+  if (!options.glooHostname.empty())
+    return c10d::ProcessGroupGloo::createDeviceForHostname(options.glooHostname);
+  if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (isLoopback(env.masterAddr) || env.localWorldSize == env.worldSize)
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+class GlooBackend : public CommBackend {
+public:
+  GlooBackend(GroupInfo group, c10::intrusive_ptr<c10d::ProcessGroupGloo> pg)
+      : CommBackend(std::move(group)), pg_(std::move(pg)) {}
+
+  std::string name() const override { return "gloo"; }
+
+protected:
+  WorkPtr doAllReduce(std::vector<at::Tensor> &tensors, ReduceOp op) override {
+    return launch("allreduce", [&] {
+      // c10d treats a list as replicas of one tensor; reduce each separately
+      // (coalesced into one buffer when they share a dtype).
+      if (tensors.size() > 1 && sameDtype(tensors)) {
+        c10d::AllreduceCoalescedOptions opts;
+        opts.reduceOp = toC10d(op);
+        opts.timeout = group().timeout;
+        return std::vector{pg_->allreduce_coalesced(tensors, opts)};
+      }
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      for (at::Tensor &t : tensors) {
+        std::vector<at::Tensor> one{t};
+        c10d::AllreduceOptions opts;
+        opts.reduceOp = toC10d(op);
+        opts.timeout = group().timeout;
+        works.push_back(pg_->allreduce(one, opts));
+      }
+      return works;
+    });
+  }
+
+  WorkPtr doAllGather(const at::Tensor &input, std::vector<at::Tensor> &outputs) override {
+    return launch("allgather", [&] {
+      std::vector<std::vector<at::Tensor>> out{outputs};
+      std::vector<at::Tensor> in{input.contiguous()};
+      c10d::AllgatherOptions opts;
+      opts.timeout = group().timeout;
+      return std::vector{pg_->allgather(out, in, opts)};
+    });
+  }
+
+  WorkPtr doReduceScatter(const std::vector<at::Tensor> &inputs, at::Tensor &output,
+                          ReduceOp op) override {
+    at::Tensor send = at::stack(inputs);
+    at::Tensor received = at::empty_like(send);
+    auto finish = [received, output, op]() mutable {
+      if (op == ReduceOp::Sum)
+        output.copy_(received.sum(0));
+      else
+        output.copy_(op == ReduceOp::Max ? received.amax(0) : received.amin(0));
+    };
+    return launch(
+        "reducescatter",
+        [&] {
+          std::vector<int64_t> equal;
+          c10d::AllToAllOptions opts;
+          opts.timeout = group().timeout;
+          return std::vector{pg_->alltoall_base(received, send, equal, equal, opts)};
+        },
+        finish);
+  }
+
+  WorkPtr doAllToAll(const at::Tensor &input, at::Tensor &output) override {
+    return launch("alltoall", [&] {
+      std::vector<int64_t> equal;
+      at::Tensor in = input;
+      c10d::AllToAllOptions opts;
+      opts.timeout = group().timeout;
+      return std::vector{pg_->alltoall_base(output, in, equal, equal, opts)};
+    });
+  }
+
+  WorkPtr doBroadcast(std::vector<at::Tensor> &tensors, int root) override {
+    return launch("broadcast", [&] {
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      for (at::Tensor &t : tensors) {
+        std::vector<at::Tensor> one{t};
+        c10d::BroadcastOptions opts;
+        opts.rootRank = root;
+        opts.timeout = group().timeout;
+        works.push_back(pg_->broadcast(one, opts));
+      }
+      return works;
+    });
+  }
+
+  WorkPtr doSend(const at::Tensor &tensor, int dst, int tag) override {
+    return launch("send", [&] {
+      std::vector<at::Tensor> one{tensor};
+      return std::vector{pg_->send(one, dst, tag)};
+    });
+  }
+
+  WorkPtr doRecv(at::Tensor &tensor, int src, int tag) override {
+    return launch("recv", [&] {
+      std::vector<at::Tensor> one{tensor};
+      return std::vector{pg_->recv(one, src, tag)};
+    });
+  }
+
+  WorkPtr doBarrier() override {
+    return launch("barrier", [&] {
+      c10d::BarrierOptions opts;
+      opts.timeout = group().timeout;
+      return std::vector{pg_->barrier(opts)};
+    });
+  }
+
+private:
+  static bool sameDtype(const std::vector<at::Tensor> &tensors) {
+    for (const at::Tensor &t : tensors)
+      if (t.scalar_type() != tensors[0].scalar_type() || !t.is_contiguous())
+        return false;
+    return true;
+  }
+
+  // Starts c10d works; a synchronous throw (bad dtype, closed connection)
+  // becomes a finished, failed Work.
+  template <typename Start>
+  WorkPtr launch(const char *op, Start start, std::function<void()> finish = {}) {
+    try {
+      return std::make_shared<C10dWork>(start(), context(op), group().timeout, std::move(finish));
+    } catch (const std::exception &e) {
+      return Work::finished(Status::error(fmt::format(
+          "{}: {}", context(op), explainCommFailure(exceptionMessage(e), group().timeout))));
+    }
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+};
+
+} // namespace
+
+Expected<std::shared_ptr<CommBackend>>
+createGlooBackend(const GroupInfo &group, const c10::intrusive_ptr<c10d::Store> &store,
+                  const std::string &prefix, const CommOptions &options, const LaunchEnv &env) {
+  try {
+    auto opts = c10d::ProcessGroupGloo::Options::create();
+    opts->timeout = group.timeout;
+    opts->threads = std::max(1, options.glooThreads);
+    opts->devices.push_back(glooDevice(options, env));
+    // Connects to every peer of the group through the store: collective.
+    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>(prefix, store), group.rank,
+        static_cast<int>(group.ranks.size()), opts);
+    return std::shared_ptr<CommBackend>(std::make_shared<GlooBackend>(group, std::move(pg)));
+  } catch (const std::exception &e) {
+    return errorf("cannot create gloo {} at rank {}: {}", group.describe(), group.rank,
+                  explainCommFailure(exceptionMessage(e), group.timeout));
+  }
+}
+
+} // namespace nnsc::rt

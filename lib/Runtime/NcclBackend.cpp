@@ -1,0 +1,391 @@
+// NcclBackend: CommBackend over NCCL's C API for CUDA tensors. Compiled only
+// when CMake finds CUDA and NCCL (NNSC_HAVE_NCCL).
+//
+// Streams: PyTorch queues kernels on the legacy default stream unless told
+// otherwise, so each operation makes the communicator's own stream wait for
+// an event recorded there, and Work::wait blocks the host until the
+// operation's event completes. The communicator is non-blocking, so init and
+// every wait poll with a deadline and abort the communicator when it passes:
+// a dead peer gives an error, never a hang.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "Backends.h"
+
+namespace nnsc::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Expected<ncclDataType_t> ncclType(at::ScalarType t) {
+  switch (t) {
+  case at::kFloat:
+    return ncclFloat32;
+  case at::kDouble:
+    return ncclFloat64;
+  case at::kHalf:
+    return ncclFloat16;
+  case at::kBFloat16:
+    return ncclBfloat16;
+  case at::kInt:
+    return ncclInt32;
+  case at::kLong:
+    return ncclInt64;
+  case at::kChar:
+    return ncclInt8;
+  case at::kByte:
+  case at::kBool:
+    return ncclUint8;
+  default:
+    return errorf("backend 'nccl' does not support dtype {}", c10::toString(t));
+  }
+}
+
+ncclRedOp_t ncclOp(ReduceOp op) {
+  return op == ReduceOp::Max ? ncclMax : op == ReduceOp::Min ? ncclMin : ncclSum;
+}
+
+Status cudaStatus(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return Status::ok();
+  return errorf("{} failed: {}", what, cudaGetErrorString(e));
+}
+
+// The communicator and the stream its operations run on; shared by the
+// backend and its works so a work outlives neither.
+struct NcclComm {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  void *barrierBuffer = nullptr;
+  bool aborted = false;
+  std::mutex mutex;
+
+  ~NcclComm() {
+    cudaSetDevice(device);
+    if (comm)
+      aborted ? ncclCommAbort(comm) : ncclCommDestroy(comm);
+    if (stream)
+      cudaStreamDestroy(stream);
+    if (barrierBuffer)
+      cudaFree(barrierBuffer);
+  }
+
+  // Polls the communicator until pending work is enqueued (non-blocking
+  // mode), aborting it after `deadline`.
+  Status settle(Clock::time_point deadline, std::chrono::milliseconds timeout) {
+    ncclResult_t state = ncclInProgress;
+    while (true) {
+      ncclCommGetAsyncError(comm, &state);
+      if (state != ncclInProgress)
+        break;
+      if (Clock::now() > deadline)
+        return abort(fmt::format("timed out after {} ms; a peer died or did not reach the same "
+                                 "operation",
+                                 timeout.count()));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (state != ncclSuccess)
+      return abort(fmt::format("{} ({})", ncclGetErrorString(state), ncclGetLastError(comm)));
+    return Status::ok();
+  }
+
+  Status abort(const std::string &why) {
+    if (!aborted)
+      ncclCommAbort(comm);
+    aborted = true;
+    comm = nullptr;
+    return Status::error(why);
+  }
+};
+
+class NcclWork : public Work {
+public:
+  NcclWork(std::shared_ptr<NcclComm> comm, cudaEvent_t done, std::string context,
+           std::chrono::milliseconds timeout, std::vector<at::Tensor> keep,
+           std::function<void()> finish)
+      : Work(timeout), comm_(std::move(comm)), done_(done), context_(std::move(context)),
+        keep_(std::move(keep)), finish_(std::move(finish)) {}
+  ~NcclWork() override { cudaEventDestroy(done_); }
+
+  Status wait(std::chrono::milliseconds timeout) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!finished_)
+      status_ = poll(timeout).withContext(context_);
+    finished_ = true;
+    keep_.clear();
+    return status_;
+  }
+
+private:
+  Status poll(std::chrono::milliseconds timeout) {
+    Clock::time_point deadline = Clock::now() + timeout;
+    while (true) {
+      cudaError_t e = cudaEventQuery(done_);
+      if (e == cudaSuccess)
+        break;
+      if (e != cudaErrorNotReady)
+        return cudaStatus(e, "cudaEventQuery");
+      NNSC_RETURN_IF_ERROR(checkAsync(deadline, timeout));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (finish_)
+      finish_();
+    return Status::ok();
+  }
+
+  Status checkAsync(Clock::time_point deadline, std::chrono::milliseconds timeout) {
+    std::lock_guard<std::mutex> lock(comm_->mutex);
+    if (comm_->aborted)
+      return errorf("the communicator was aborted by an earlier failure");
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(comm_->comm, &state);
+    if (state != ncclSuccess && state != ncclInProgress)
+      return comm_->abort(ncclGetErrorString(state));
+    if (Clock::now() > deadline)
+      return comm_->abort(
+          fmt::format("timed out after {} ms; a peer died or did not reach the same operation",
+                      timeout.count()));
+    return Status::ok();
+  }
+
+  std::shared_ptr<NcclComm> comm_;
+  cudaEvent_t done_;
+  std::string context_;
+  std::vector<at::Tensor> keep_;
+  std::function<void()> finish_;
+  std::mutex mutex_;
+  bool finished_ = false;
+  Status status_;
+};
+
+Status initComm(NcclComm &c, const GroupInfo &group, const c10::intrusive_ptr<c10d::Store> &store,
+                const std::string &prefix) {
+  NNSC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(c.device), "cudaSetDevice"));
+  // Rank 0 of the group makes the id; the others read it (waiting up to the
+  // store's timeout).
+  ncclUniqueId id;
+  c10d::PrefixStore ids(prefix, store);
+  try {
+    if (group.rank == 0) {
+      if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+        return errorf("ncclGetUniqueId failed: {}", ncclGetErrorString(r));
+      const auto *bytes = reinterpret_cast<const uint8_t *>(&id);
+      ids.set("nccl_unique_id", std::vector<uint8_t>(bytes, bytes + sizeof(id)));
+    } else {
+      std::vector<uint8_t> bytes = ids.get("nccl_unique_id");
+      if (bytes.size() != sizeof(id))
+        return errorf("the NCCL unique id in the store has {} bytes, expected {}", bytes.size(),
+                      sizeof(id));
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+  } catch (const std::exception &e) {
+    return errorf("exchanging the NCCL unique id: {}", exceptionMessage(e));
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t r = ncclCommInitRankConfig(&c.comm, static_cast<int>(group.ranks.size()), id,
+                                          group.rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress)
+    return errorf("ncclCommInitRankConfig failed: {}", ncclGetErrorString(r));
+  NNSC_RETURN_IF_ERROR(c.settle(Clock::now() + group.timeout, group.timeout));
+  NNSC_RETURN_IF_ERROR(cudaStatus(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),
+                                  "cudaStreamCreateWithFlags"));
+  return cudaStatus(cudaMalloc(&c.barrierBuffer, sizeof(float)), "cudaMalloc");
+}
+
+Status checkCuda(const std::vector<at::Tensor> &tensors) {
+  for (const at::Tensor &t : tensors) {
+    if (!t.is_cuda())
+      return errorf("backend 'nccl' needs CUDA tensors; got a tensor on {}", t.device().str());
+    if (!ncclType(t.scalar_type()))
+      return ncclType(t.scalar_type()).status();
+  }
+  return Status::ok();
+}
+
+class NcclBackend : public CommBackend {
+public:
+  NcclBackend(GroupInfo group, std::shared_ptr<NcclComm> comm)
+      : CommBackend(std::move(group)), comm_(std::move(comm)) {}
+
+  std::string name() const override { return "nccl"; }
+
+protected:
+  WorkPtr doAllReduce(std::vector<at::Tensor> &tensors, ReduceOp op) override {
+    std::vector<at::Tensor> dense;
+    for (const at::Tensor &t : tensors)
+      dense.push_back(t.contiguous());
+    auto finish = [tensors, dense]() mutable {
+      for (size_t i = 0; i < tensors.size(); ++i)
+        if (!tensors[i].is_same(dense[i]))
+          tensors[i].copy_(dense[i]);
+    };
+    return enqueue(
+        "allreduce", dense,
+        [&](ncclComm_t c, cudaStream_t s) {
+          for (at::Tensor &t : dense)
+            if (ncclResult_t r = ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(),
+                                               *ncclType(t.scalar_type()), ncclOp(op), c, s);
+                r != ncclSuccess && r != ncclInProgress)
+              return r;
+          return ncclSuccess;
+        },
+        finish);
+  }
+
+  WorkPtr doAllGather(const at::Tensor &input, std::vector<at::Tensor> &outputs) override {
+    at::Tensor in = input.contiguous();
+    at::Tensor staging = at::empty({size(), in.numel()}, in.options());
+    auto finish = [outputs, staging]() mutable {
+      for (size_t i = 0; i < outputs.size(); ++i)
+        outputs[i].copy_(staging[i].view(outputs[i].sizes()));
+    };
+    return enqueue(
+        "allgather", {in, staging},
+        [&](ncclComm_t c, cudaStream_t s) {
+          return ncclAllGather(in.data_ptr(), staging.data_ptr(), in.numel(),
+                               *ncclType(in.scalar_type()), c, s);
+        },
+        finish);
+  }
+
+  WorkPtr doReduceScatter(const std::vector<at::Tensor> &inputs, at::Tensor &output,
+                          ReduceOp op) override {
+    at::Tensor staging = at::stack(inputs);
+    at::Tensor out = at::empty_like(output, at::MemoryFormat::Contiguous);
+    auto finish = [output, out]() mutable { output.copy_(out); };
+    return enqueue(
+        "reducescatter", {staging, out},
+        [&](ncclComm_t c, cudaStream_t s) {
+          return ncclReduceScatter(staging.data_ptr(), out.data_ptr(), out.numel(),
+                                   *ncclType(out.scalar_type()), ncclOp(op), c, s);
+        },
+        finish);
+  }
+
+  WorkPtr doAllToAll(const at::Tensor &input, at::Tensor &output) override {
+    size_t count = input.numel() / size(), bytes = count * input.element_size();
+    return enqueue("alltoall", {input, output}, [&](ncclComm_t c, cudaStream_t s) {
+      auto *send = static_cast<char *>(input.data_ptr());
+      auto *recv = static_cast<char *>(output.data_ptr());
+      ncclDataType_t type = *ncclType(input.scalar_type());
+      for (int peer = 0; peer < size(); ++peer) {
+        ncclResult_t r = ncclSend(send + peer * bytes, count, type, peer, c, s);
+        if (r == ncclSuccess || r == ncclInProgress)
+          r = ncclRecv(recv + peer * bytes, count, type, peer, c, s);
+        if (r != ncclSuccess && r != ncclInProgress)
+          return r;
+      }
+      return ncclSuccess;
+    });
+  }
+
+  WorkPtr doBroadcast(std::vector<at::Tensor> &tensors, int root) override {
+    for (const at::Tensor &t : tensors)
+      if (!t.is_contiguous())
+        return Work::finished(errorf("{}: tensors must be contiguous", context("broadcast")));
+    return enqueue("broadcast", tensors, [&](ncclComm_t c, cudaStream_t s) {
+      for (at::Tensor &t : tensors)
+        if (ncclResult_t r = ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(),
+                                           *ncclType(t.scalar_type()), root, c, s);
+            r != ncclSuccess && r != ncclInProgress)
+          return r;
+      return ncclSuccess;
+    });
+  }
+
+  WorkPtr doSend(const at::Tensor &tensor, int dst, int) override {
+    return enqueue("send", {tensor}, [&](ncclComm_t c, cudaStream_t s) {
+      return ncclSend(tensor.data_ptr(), tensor.numel(), *ncclType(tensor.scalar_type()), dst, c,
+                      s);
+    });
+  }
+
+  WorkPtr doRecv(at::Tensor &tensor, int src, int) override {
+    return enqueue("recv", {tensor}, [&](ncclComm_t c, cudaStream_t s) {
+      return ncclRecv(tensor.data_ptr(), tensor.numel(), *ncclType(tensor.scalar_type()), src, c,
+                      s);
+    });
+  }
+
+  WorkPtr doBarrier() override {
+    return enqueue("barrier", {}, [&](ncclComm_t c, cudaStream_t s) {
+      return ncclAllReduce(comm_->barrierBuffer, comm_->barrierBuffer, 1, ncclFloat32, ncclSum, c,
+                           s);
+    });
+  }
+
+private:
+  using Calls = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
+
+  // Orders the calls after the work queued on the legacy default stream,
+  // issues them as one NCCL group and records their completion.
+  WorkPtr enqueue(const char *op, std::vector<at::Tensor> tensors, const Calls &calls,
+                  std::function<void()> finish = {}) {
+    Status s = checkCuda(tensors);
+    cudaEvent_t ready = nullptr, done = nullptr;
+    if (s) {
+      std::lock_guard<std::mutex> lock(comm_->mutex);
+      s = issue(calls, ready, done);
+    }
+    if (ready)
+      cudaEventDestroy(ready);
+    if (!s) {
+      if (done)
+        cudaEventDestroy(done);
+      return Work::finished(s.withContext(context(op)));
+    }
+    return std::make_shared<NcclWork>(comm_, done, context(op), group().timeout, std::move(tensors),
+                                      std::move(finish));
+  }
+
+  Status issue(const Calls &calls, cudaEvent_t &ready, cudaEvent_t &done) {
+    if (comm_->aborted)
+      return errorf("the communicator was aborted by an earlier failure");
+    NNSC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(comm_->device), "cudaSetDevice"));
+    NNSC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate"));
+    NNSC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate"));
+    NNSC_RETURN_IF_ERROR(cudaStatus(cudaEventRecord(ready, cudaStreamLegacy), "cudaEventRecord"));
+    NNSC_RETURN_IF_ERROR(
+        cudaStatus(cudaStreamWaitEvent(comm_->stream, ready, 0), "cudaStreamWaitEvent"));
+    ncclGroupStart();
+    ncclResult_t r = calls(comm_->comm, comm_->stream);
+    ncclResult_t end = ncclGroupEnd();
+    if (r == ncclSuccess || r == ncclInProgress)
+      r = end;
+    if (r != ncclSuccess && r != ncclInProgress)
+      return comm_->abort(
+          fmt::format("{} ({})", ncclGetErrorString(r), ncclGetLastError(comm_->comm)));
+    NNSC_RETURN_IF_ERROR(comm_->settle(Clock::now() + group().timeout, group().timeout));
+    return cudaStatus(cudaEventRecord(done, comm_->stream), "cudaEventRecord");
+  }
+
+  std::shared_ptr<NcclComm> comm_;
+};
+
+} // namespace
+
+Expected<std::shared_ptr<CommBackend>>
+createNcclBackend(const GroupInfo &group, const c10::intrusive_ptr<c10d::Store> &store,
+                  const std::string &prefix, const CommOptions &options, const LaunchEnv &env) {
+  auto comm = std::make_shared<NcclComm>();
+  comm->device = options.cudaDevice >= 0 ? options.cudaDevice : env.localRank;
+  Status s = initComm(*comm, group, store, prefix);
+  if (!s)
+    return s.withContext(fmt::format("cannot create nccl {} at rank {} on cuda:{}",
+                                     group.describe(), group.rank, comm->device));
+  return std::shared_ptr<CommBackend>(std::make_shared<NcclBackend>(group, std::move(comm)));
+}
+
+} // namespace nnsc::rt

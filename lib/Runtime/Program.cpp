@@ -1,0 +1,262 @@
+// Program: compiles rank programs with LibTorch's TorchScript frontend and
+// turns its exceptions into located errors.
+#include "nnsc/Runtime/Program.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/frontend/parser.h>
+#include <torch/csrc/jit/frontend/resolver.h>
+#include <torch/csrc/jit/frontend/sugared_value.h>
+
+#include "nnsc/Runtime/Collectives.h"
+
+namespace nnsc::rt {
+
+namespace {
+
+using torch::jit::BuiltinModule;
+using torch::jit::GraphFunction;
+using torch::jit::SourceRange;
+using torch::jit::SugaredValue;
+using SugaredPtr = std::shared_ptr<SugaredValue>;
+
+SugaredPtr constant(GraphFunction &m, const SourceRange &loc, const c10::IValue &value) {
+  return std::make_shared<torch::jit::SimpleValue>(m.graph()->insertConstant(value, loc));
+}
+
+// `torch.ops.<ns>.<op>`: any registered operator namespace.
+struct OpsNamespaces : SugaredValue {
+  std::string kind() const override { return "torch.ops"; }
+  SugaredPtr attr(const SourceRange &, GraphFunction &, const std::string &ns) override {
+    return std::make_shared<BuiltinModule>(ns);
+  }
+};
+
+// `torch.X` is aten::X, except the dtypes and memory formats (constants, as
+// in Python TorchScript) and `torch.ops`.
+struct TorchModule : BuiltinModule {
+  TorchModule() : BuiltinModule("aten") {}
+  SugaredPtr attr(const SourceRange &loc, GraphFunction &m, const std::string &field) override {
+    static const std::map<std::string, at::ScalarType> dtypes = {{"float32", at::kFloat},
+                                                                 {"float", at::kFloat},
+                                                                 {"float64", at::kDouble},
+                                                                 {"double", at::kDouble},
+                                                                 {"float16", at::kHalf},
+                                                                 {"half", at::kHalf},
+                                                                 {"bfloat16", at::kBFloat16},
+                                                                 {"int64", at::kLong},
+                                                                 {"long", at::kLong},
+                                                                 {"int32", at::kInt},
+                                                                 {"int", at::kInt},
+                                                                 {"int16", at::kShort},
+                                                                 {"short", at::kShort},
+                                                                 {"int8", at::kChar},
+                                                                 {"uint8", at::kByte},
+                                                                 {"bool", at::kBool},
+                                                                 {"complex64", at::kComplexFloat}};
+    static const std::map<std::string, at::MemoryFormat> formats = {
+        {"contiguous_format", at::MemoryFormat::Contiguous},
+        {"preserve_format", at::MemoryFormat::Preserve},
+        {"channels_last", at::MemoryFormat::ChannelsLast}};
+    if (auto it = dtypes.find(field); it != dtypes.end())
+      return constant(m, loc, it->second);
+    if (auto it = formats.find(field); it != formats.end())
+      return constant(m, loc, it->second);
+    if (field == "ops")
+      return std::make_shared<OpsNamespaces>();
+    return BuiltinModule::attr(loc, m, field);
+  }
+};
+
+// `math.X` is aten::X (math.sqrt, math.log, ...) except its constants.
+struct MathModule : BuiltinModule {
+  MathModule() : BuiltinModule("aten") {}
+  SugaredPtr attr(const SourceRange &loc, GraphFunction &m, const std::string &field) override {
+    static const std::map<std::string, double> constants = {
+        {"pi", M_PI},
+        {"e", M_E},
+        {"tau", 2 * M_PI},
+        {"inf", std::numeric_limits<double>::infinity()},
+        {"nan", std::numeric_limits<double>::quiet_NaN()}};
+    if (auto it = constants.find(field); it != constants.end())
+      return constant(m, loc, it->second);
+    return BuiltinModule::attr(loc, m, field);
+  }
+};
+
+// `torch`, `math` and `nnsc` (our collectives); everything else, types
+// included, is left to TorchScript's defaults.
+struct ProgramResolver : torch::jit::Resolver {
+  SugaredPtr resolveValue(const std::string &name, GraphFunction &, const SourceRange &) override {
+    if (name == "torch")
+      return std::make_shared<TorchModule>();
+    if (name == "math")
+      return std::make_shared<MathModule>();
+    if (name == "nnsc")
+      return std::make_shared<BuiltinModule>("nnsc");
+    return nullptr;
+  }
+  c10::TypePtr resolveType(const std::string &, const SourceRange &) override { return nullptr; }
+};
+
+std::string trimRight(std::string s, const char *chars = " \n\t:") {
+  s.erase(s.find_last_not_of(chars) + 1);
+  return s;
+}
+
+std::string trimLeft(const std::string &s) {
+  size_t start = s.find_first_not_of("\n");
+  return start == std::string::npos ? "" : s.substr(start);
+}
+
+// TorchScript compile errors read "<message>:\n  File "f", line N\n<excerpt>".
+std::string compileError(const std::string &what, const std::string &fileName) {
+  static const std::regex location(R"re(\n\s*File "([^"]*)", line (\d+)[^\n]*\n)re");
+  std::string text = trimLeft(what);
+  std::smatch m;
+  if (!std::regex_search(text, m, location))
+    return fmt::format("{}: error: {}", fileName, trimRight(text));
+  return fmt::format("{}:{}: error: {}\n{}", m[1].str(), m[2].str(), trimRight(m.prefix().str()),
+                     trimRight(m.suffix().str(), " \n"));
+}
+
+// Interpreter errors read "The following operation failed ...\nTraceback
+// ...\n  File "f", line N, in fn\n<excerpt>\nRuntimeError: <message>".
+std::string runtimeError(const std::string &what, const std::string &fileName,
+                         const std::string &function) {
+  static const std::regex frame(R"re(\n\s*File "([^"]*)", line (\d+), in (\w+)\n)re");
+  static const std::regex kind(R"re(\n(\w+(Error|Exception)): )re");
+  std::string last, file = fileName, line, fn = function, rest = what;
+  for (std::smatch m; std::regex_search(rest, m, frame); rest = m.suffix().str()) {
+    file = m[1].str();
+    line = m[2].str();
+    fn = m[3].str();
+  }
+  std::smatch k;
+  std::string excerpt, message = trimLeft(rest);
+  if (!line.empty() && std::regex_search(rest, k, kind)) {
+    excerpt = trimRight(k.prefix().str(), " \n");
+    message = k.suffix().str();
+  }
+  message = trimRight(message.substr(0, message.find("\nException raised from")), " \n");
+  std::string where = line.empty() ? file : file + ":" + line;
+  std::string out = fmt::format("{}: error: in {}: {}", where, fn, message);
+  return excerpt.empty() ? out : out + "\n" + excerpt;
+}
+
+void flatten(const c10::IValue &value, std::vector<at::Tensor> &out) {
+  if (value.isTensor())
+    out.push_back(value.toTensor());
+  else if (value.isTuple())
+    for (const c10::IValue &v : value.toTupleRef().elements())
+      flatten(v, out);
+  else if (value.isList())
+    for (const c10::IValue &v : value.toListRef())
+      flatten(v, out);
+  else if (value.isNone())
+    out.emplace_back();
+  else if (value.isDouble())
+    out.push_back(at::scalar_tensor(value.toDouble(), at::kDouble));
+  else if (value.isInt())
+    out.push_back(at::scalar_tensor(value.toInt(), at::kLong));
+  else if (value.isBool())
+    out.push_back(at::scalar_tensor(value.toBool(), at::kBool));
+  else
+    throw std::runtime_error("the program returned a " + value.tagKind() +
+                             ", expected tensors, numbers, None, tuples or lists of them");
+}
+
+} // namespace
+
+Expected<Program> Program::compile(const std::string &source, const std::string &fileName) {
+  linkNnscOps();
+  Program program;
+  program.fileName_ = fileName;
+  program.unit_ = std::make_shared<torch::jit::CompilationUnit>();
+  try {
+    torch::jit::Parser parser(std::make_shared<torch::jit::Source>(source, fileName, 1));
+    std::vector<torch::jit::Def> defs;
+    std::vector<torch::jit::ResolverPtr> resolvers;
+    auto resolver = std::make_shared<ProgramResolver>();
+    while (parser.lexer().cur().kind != torch::jit::TK_EOF) {
+      defs.emplace_back(parser.parseFunction(/*is_method=*/false));
+      resolvers.push_back(resolver);
+      program.functions_.push_back(defs.back().name().name());
+    }
+    program.unit_->define(c10::nullopt, {}, {}, defs, resolvers, nullptr);
+  } catch (const std::exception &e) {
+    return Status::error(compileError(e.what(), fileName));
+  }
+  if (program.functions_.empty())
+    return errorf("{}: error: the program defines no function", fileName);
+  if (program.functions_.size() == 1)
+    program.entry_ = program.functions_[0];
+  return program;
+}
+
+Expected<Program> Program::load(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return errorf("{}: error: cannot read the program", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return compile(text.str(), path);
+}
+
+bool Program::hasFunction(const std::string &name) const {
+  return std::find(functions_.begin(), functions_.end(), name) != functions_.end();
+}
+
+Status Program::missing(const std::string &function) const {
+  return errorf("{}: error: no function '{}' in the program (defined: {})", fileName_, function,
+                fmt::join(functions_, ", "));
+}
+
+Expected<std::vector<std::string>> Program::argumentNames(const std::string &function) const {
+  if (!hasFunction(function))
+    return missing(function);
+  std::vector<std::string> names;
+  for (const c10::Argument &a : unit_->get_function(function).getSchema().arguments())
+    names.push_back(a.name());
+  return names;
+}
+
+Status Program::setEntry(const std::string &function) {
+  if (!hasFunction(function))
+    return missing(function);
+  entry_ = function;
+  return Status::ok();
+}
+
+Expected<std::vector<at::Tensor>> Program::run(std::vector<c10::IValue> args) const {
+  if (entry_.empty())
+    return errorf("{}: error: the program defines {} functions; choose the entry ({})", fileName_,
+                  functions_.size(), fmt::join(functions_, ", "));
+  return run(entry_, std::move(args));
+}
+
+Expected<std::vector<at::Tensor>> Program::run(const std::string &function,
+                                               std::vector<c10::IValue> args) const {
+  if (!hasFunction(function))
+    return missing(function);
+  try {
+    c10::IValue result = unit_->get_function(function)(std::move(args));
+    std::vector<at::Tensor> outputs;
+    flatten(result, outputs);
+    return outputs;
+  } catch (const c10::Error &e) {
+    return Status::internal(
+        runtimeError(std::string("\n") + e.what_without_backtrace(), fileName_, function));
+  } catch (const std::exception &e) {
+    return Status::internal(runtimeError(e.what(), fileName_, function));
+  }
+}
+
+} // namespace nnsc::rt

@@ -1,0 +1,176 @@
+// CommBackend's checks and loud defaults, rendezvous failures, and dead or
+// stuck peers: every failure is an error naming the group and operation,
+// within the timeout.
+#include "CommTestUtil.h" // first: see there
+
+#include <thread>
+
+#include "SpawnWorkers.h"
+#include "nnsc/Runtime/Program.h"
+
+using namespace nnsc;
+using namespace nnsc::rt;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A backend that implements nothing: every operation takes the default.
+class NothingBackend : public CommBackend {
+public:
+  NothingBackend() : CommBackend(GroupInfo{5, {0, 1}, 0, kDefaultCommTimeout}) {}
+  std::string name() const override { return "nothing"; }
+};
+
+LaunchEnv twoRanks(int rank, int port) {
+  LaunchEnv env;
+  env.rank = rank;
+  env.worldSize = 2;
+  env.localRank = rank;
+  env.localWorldSize = 2;
+  env.masterPort = port;
+  return env;
+}
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+} // namespace
+
+TEST_CASE("a backend without an operation says so, naming both") {
+  NothingBackend backend;
+  at::Tensor x = at::zeros({4});
+  at::Tensor y = at::zeros({4});
+  Status s = backend.allToAll(x, y)->wait();
+  CHECK_THAT(s.message(), Contains("backend 'nothing' does not support alltoall"));
+  std::vector<at::Tensor> xs{x};
+  CHECK_THAT(backend.allReduce(xs)->wait().message(),
+             Contains("backend 'nothing' does not support allreduce"));
+  CHECK_THAT(backend.barrier()->wait().message(), Contains("does not support barrier"));
+}
+
+TEST_CASE("collective arguments are checked before any communication") {
+  NothingBackend backend;
+  std::vector<at::Tensor> one{at::zeros({3})};
+  Status s = backend.allGather(at::zeros({3}), one)->wait();
+  CHECK_THAT(s.message(), Contains("nothing allgather on group 5 (global ranks 0,1), rank 0"));
+  CHECK_THAT(s.message(), Contains("expected 2 outputs, got 1"));
+  at::Tensor out = at::zeros({3});
+  std::vector<at::Tensor> two{at::zeros({3}), at::zeros({4})};
+  CHECK_THAT(backend.reduceScatter(two, out)->wait().message(),
+             Contains("an input has shape [4], expected [3]"));
+  at::Tensor odd = at::zeros({3});
+  CHECK_THAT(backend.allToAll(odd, odd)->wait().message(),
+             Contains("does not split into 2 equal parts"));
+  CHECK_THAT(backend.send(at::zeros({1}), 0)->wait().message(),
+             Contains("destination 0 is this rank itself"));
+  CHECK_THAT(backend.recv(out, 2)->wait().message(), Contains("source 2 is out of range"));
+}
+
+TEST_CASE("an unknown backend name lists the known ones") {
+  LaunchEnv env;
+  CommOptions options;
+  options.backend = "mpi";
+  auto world = CommWorld::create(env, options);
+  REQUIRE_FALSE(world.isOk());
+  CHECK_THAT(world.status().message(),
+             Contains("unknown communication backend 'mpi'; expected one of: gloo, nccl"));
+}
+
+TEST_CASE("nccl without a usable GPU or NCCL build is an error, not a crash") {
+  CommOptions options;
+  options.backend = "nccl";
+  options.timeout = std::chrono::milliseconds(5000);
+  auto world = CommWorld::create(LaunchEnv{}, options);
+  if (world.isOk())
+    return; // a machine with a GPU: nothing to check here
+  INFO(world.status().message());
+  CHECK_THAT(world.status().message(),
+             Contains("backend 'nccl' is not available in this build") ||
+                 Contains("cannot create nccl the world group (1 ranks) at rank 0 on cuda:0"));
+}
+
+TEST_CASE("a single-process gloo world runs every collective") {
+  auto world = CommWorld::create(LaunchEnv{});
+  NNSC_REQUIRE_OK(world.status());
+  NNSC_REQUIRE_OK((*world)->addGroups({{4, {0}}, {6, {0}}}));
+  test::checkCollectives((*world)->world());
+  test::checkCollectives(*(*world)->group(4));
+  CHECK(findGroup(6) == (*world)->group(6));
+  CHECK((*world)->group(7) == nullptr);
+  CHECK_THAT((*world)->addGroups({{8, {1}}}).message(),
+             Contains("names rank 1, outside a world of 1"));
+  world = Status::error("destroyed");
+  CHECK(findGroup(kWorldGroup) == nullptr);
+}
+
+TEST_CASE("a rank that never arrives fails the rendezvous within the timeout") {
+  CommOptions options;
+  options.timeout = std::chrono::milliseconds(2000);
+  auto start = Clock::now();
+  auto world = CommWorld::create(twoRanks(0, test::freePort()), options);
+  REQUIRE_FALSE(world.isOk());
+  CHECK_THAT(world.status().message(), Contains("cannot create gloo the world group (2 ranks)"));
+  CHECK(secondsSince(start) < 30);
+}
+
+TEST_CASE("a rank that cannot reach the store says where it looked") {
+  CommOptions options;
+  options.timeout = std::chrono::milliseconds(1500);
+  int port = test::freePort();
+  auto world = CommWorld::create(twoRanks(1, port), options);
+  REQUIRE_FALSE(world.isOk());
+  CHECK_THAT(
+      world.status().message(),
+      Contains("rank 1 cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)));
+}
+
+// Rank 1 leaves (NNSC_TEST_PEER=exit) or stalls (stall: it waits in the
+// store until rank 0 is done) after the first barrier; rank 0 must get errors
+// naming the op, through a program and directly, within the 3 s timeout.
+TEST_CASE("comm worker: a peer fails", "[.worker]") {
+  if (!test::isWorker())
+    return;
+  std::unique_ptr<CommWorld> world = test::joinWorld();
+  NNSC_REQUIRE_OK(world->world().barrier()->wait());
+  std::string peer = std::getenv("NNSC_TEST_PEER");
+  if (world->rank() == 1) {
+    if (peer == "stall") // until rank 0 is done (or gone: it hosts the store)
+      try {
+        world->store()->wait({"test/done"}, std::chrono::seconds(30));
+      } catch (const std::exception &) {
+      }
+    return;
+  }
+  auto program =
+      Program::compile("def f(x: Tensor):\n    return nnsc.all_reduce(x, group=-1)\n", "rank0.py");
+  NNSC_REQUIRE_OK(program.status());
+  auto out = program->run({at::ones({4})});
+  REQUIRE_FALSE(out.isOk());
+  std::string message = out.status().message();
+  INFO(message);
+  CHECK_THAT(message, Contains("rank0.py:2: error: in f: nnsc.all_reduce(group=-1): gloo "
+                               "allreduce on the world group (2 ranks), rank 0"));
+  CHECK_THAT(message, Contains(peer == "stall" ? "timed out after 3000 ms" : "did it exit?"));
+  std::vector<at::Tensor> xs{at::ones({4})};
+  Status direct = world->world().allReduce(xs)->wait();
+  CHECK_THAT(direct.message(), Contains("gloo allreduce on the world group (2 ranks), rank 0"));
+  world->store()->set("test/done", std::vector<uint8_t>{1});
+}
+
+TEST_CASE("a dead or stalled peer gives an error naming the operation, not a hang") {
+  std::string peer = GENERATE("exit", "stall");
+  int port = test::freePort();
+  std::vector<std::map<std::string, std::string>> env;
+  for (int r = 0; r < 2; ++r) {
+    env.push_back(test::torchrunEnv(r, 2, port, /*agentStore=*/false));
+    env.back()["NNSC_TEST_TIMEOUT_MS"] = "3000";
+    env.back()["NNSC_TEST_PEER"] = peer;
+  }
+  auto results = test::runWorkers("comm worker: a peer fails", env, std::chrono::seconds(90));
+  for (const auto &result : results) {
+    INFO("peer " << peer << ":\n" << result.log);
+    CHECK(result.status == 0);
+  }
+}

@@ -1,0 +1,163 @@
+// Program: compiling rank programs, running them, and backward through the
+// nnsc ops' custom autograd kernels on a real single-process Gloo world.
+#include "CommTestUtil.h" // first: see there
+
+#include <fstream>
+
+#include "nnsc/Runtime/Program.h"
+
+using namespace nnsc;
+using namespace nnsc::rt;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const char *kLinearProgram = R"(
+def step(x: Tensor, w: torch.Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+    y = torch.linear(x, w, b)
+    z = nnsc.all_reduce(y, group=3)
+    z = nnsc.identity_all_reduce(torch.tanh(z), group=3)
+    return (z * z).sum() * math.pi, z
+)";
+
+// loss(w) with the program, for finite differences.
+double lossAt(const Program &program, const at::Tensor &x, const at::Tensor &w,
+              const at::Tensor &b) {
+  auto out = program.run({x, w, b});
+  REQUIRE(out.isOk());
+  return (*out)[0].item<double>();
+}
+
+} // namespace
+
+TEST_CASE("a program with torch and nnsc ops runs and differentiates through nnsc.all_reduce") {
+  auto world = CommWorld::create(LaunchEnv{});
+  NNSC_REQUIRE_OK(world.status());
+  NNSC_REQUIRE_OK((*world)->addGroups({{3, {0}}}));
+  auto program = Program::compile(kLinearProgram, "rank0.py");
+  NNSC_REQUIRE_OK(program.status());
+  CHECK(program->functions() == std::vector<std::string>({"step"}));
+
+  at::Tensor x = test::valueOf(0, {2, 3}) * 0.01;
+  at::Tensor w = (test::weightOf(1, {4, 3}) * 0.01).requires_grad_();
+  at::Tensor b = at::linspace(-1, 1, 4, at::kDouble).requires_grad_();
+  auto out = program->run({x, w, b});
+  NNSC_REQUIRE_OK(out.status());
+  REQUIRE(out->size() == 2);
+  at::Tensor z = (*out)[1];
+  // The graph goes through the ops' own autograd nodes.
+  REQUIRE(z.grad_fn());
+  CHECK_THAT(z.grad_fn()->name(), Contains("IdentityAllReduceFn"));
+  CHECK_THAT(z.grad_fn()->next_edges()[0].function->name(), Contains("Tanh"));
+  (*out)[0].backward();
+  REQUIRE(w.grad().defined());
+
+  // Central differences in double precision agree with the gradients.
+  torch::NoGradGuard noGrad;
+  const double eps = 1e-6;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    at::Tensor wp = w.detach().clone(), wm = w.detach().clone();
+    wp.view(-1)[i] += eps;
+    wm.view(-1)[i] -= eps;
+    double numeric = (lossAt(*program, x, wp, b) - lossAt(*program, x, wm, b)) / (2 * eps);
+    CHECK(w.grad().view(-1)[i].item<double>() == Approx(numeric).epsilon(1e-5));
+  }
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    at::Tensor bp = b.detach().clone(), bm = b.detach().clone();
+    bp[i] += eps;
+    bm[i] -= eps;
+    double numeric = (lossAt(*program, x, w, bp) - lossAt(*program, x, w, bm)) / (2 * eps);
+    CHECK(b.grad()[i].item<double>() == Approx(numeric).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("compile errors name the file and line") {
+  auto program =
+      Program::compile("def f(x: Tensor):\n    y = x + 1\n    return foo(y)\n", "rank1.py");
+  REQUIRE_FALSE(program.isOk());
+  CHECK_THAT(program.status().message(), Contains("rank1.py:3: error: undefined value foo"));
+  CHECK_THAT(program.status().message(), Contains("return foo(y)"));
+
+  auto syntax = Program::compile("def f(x: Tensor):\n    return x +\n", "rank2.py");
+  REQUIRE_FALSE(syntax.isOk());
+  CHECK_THAT(syntax.status().message(), Contains("rank2.py:"));
+  CHECK_THAT(syntax.status().message(), Contains("error: expected"));
+
+  auto empty = Program::compile("# nothing\n", "rank3.py");
+  REQUIRE_FALSE(empty.isOk());
+  CHECK(empty.status().message() == "rank3.py: error: the program defines no function");
+}
+
+TEST_CASE("run errors name the line, the function and the cause") {
+  auto program = Program::compile(
+      "def f(x: Tensor, w: Tensor):\n    y = torch.linear(x, w)\n    return nnsc.all_reduce(y, "
+      "group=9)\n",
+      "rank0.py");
+  NNSC_REQUIRE_OK(program.status());
+  auto bad = program->run({at::ones({2, 5}), at::ones({4, 3})});
+  REQUIRE_FALSE(bad.isOk());
+  CHECK_THAT(bad.status().message(), Contains("rank0.py:2: error: in f: mat1 and mat2 shapes"));
+  auto noGroup = program->run({at::ones({2, 3}), at::ones({4, 3})});
+  REQUIRE_FALSE(noGroup.isOk());
+  CHECK_THAT(noGroup.status().message(),
+             Contains("rank0.py:3: error: in f: nnsc.all_reduce: this rank has no communication "
+                      "group 9"));
+  CHECK_THAT(noGroup.status().message(), !Contains("Exception raised from"));
+}
+
+TEST_CASE("several functions, entries, argument names and flattened results") {
+  auto program = Program::compile(R"(
+def first(a: Tensor, n: int) -> Tuple[Tensor, Tuple[Tensor, Optional[Tensor]], int]:
+    return a * n, (a + 1, None), n
+def second(a: Tensor) -> List[Tensor]:
+    return [a, a]
+)",
+                                  "prog.py");
+  NNSC_REQUIRE_OK(program.status());
+  CHECK(program->functions() == std::vector<std::string>({"first", "second"}));
+  CHECK_THAT(program->run({at::ones({1})}).status().message(), Contains("choose the entry"));
+  CHECK_THAT(program->setEntry("third").message(),
+             Contains("no function 'third' in the program (defined: first, second)"));
+  NNSC_REQUIRE_OK(program->setEntry("first"));
+  auto names = program->argumentNames("first");
+  REQUIRE(names.isOk());
+  CHECK(*names == std::vector<std::string>({"a", "n"}));
+  auto out = program->run({at::ones({2}), int64_t(3)});
+  NNSC_REQUIRE_OK(out.status());
+  REQUIRE(out->size() == 4);
+  CHECK(at::equal((*out)[0], at::full({2}, 3.0)));
+  CHECK(at::equal((*out)[1], at::full({2}, 2.0)));
+  CHECK_FALSE((*out)[2].defined());
+  CHECK((*out)[3].item<int64_t>() == 3);
+  CHECK(program->run("second", {at::ones({2})})->size() == 2);
+}
+
+TEST_CASE("loading a program from a file") {
+  std::string path = "/tmp/nnsc-program-test.py";
+  std::ofstream(path) << "def f(x: Tensor):\n    return x * 2\n";
+  auto program = Program::load(path);
+  NNSC_REQUIRE_OK(program.status());
+  CHECK(at::equal((*program->run({at::ones({1})}))[0], at::full({1}, 2.0)));
+  std::remove(path.c_str());
+  CHECK_THAT(Program::load("/nonexistent/rank0.py").status().message(),
+             Contains("/nonexistent/rank0.py: error: cannot read the program"));
+}
+
+TEST_CASE("torch dtypes, math constants and torch.ops namespaces resolve as in Python") {
+  auto program = Program::compile(R"(
+def f(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    y = torch.zeros([2], dtype=torch.float64) + math.pi
+    z = x.to(torch.int64).contiguous(memory_format=torch.contiguous_format)
+    return y, z, torch.ops.nnsc.all_reduce(x, -1) * math.sqrt(4.0)
+)",
+                                  "prog.py");
+  NNSC_REQUIRE_OK(program.status());
+  auto world = CommWorld::create(LaunchEnv{});
+  NNSC_REQUIRE_OK(world.status());
+  auto out = program->run({at::full({2}, 1.5)});
+  NNSC_REQUIRE_OK(out.status());
+  CHECK((*out)[0].scalar_type() == at::kDouble);
+  CHECK((*out)[0][0].item<double>() == Approx(M_PI));
+  CHECK((*out)[1].scalar_type() == at::kLong);
+  CHECK(at::equal((*out)[2], at::full({2}, 3.0)));
+}
