@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -91,19 +92,29 @@ struct MathModule : BuiltinModule {
   }
 };
 
-// `torch`, `math` and `nnsc` (our collectives); everything else, types
-// included, is left to TorchScript's defaults.
+// `torch`, `math`, and any operator namespace (`nnsc` for our collectives, a
+// user's TORCH_LIBRARY namespace); everything else, types included, is left
+// to TorchScript's defaults.
 struct ProgramResolver : torch::jit::Resolver {
   SugaredPtr resolveValue(const std::string &name, GraphFunction &, const SourceRange &) override {
     if (name == "torch")
       return std::make_shared<TorchModule>();
     if (name == "math")
       return std::make_shared<MathModule>();
-    if (name == "nnsc")
-      return std::make_shared<BuiltinModule>("nnsc");
+    if (isOperatorNamespace(name))
+      return std::make_shared<BuiltinModule>(name);
     return nullptr;
   }
   c10::TypePtr resolveType(const std::string &, const SourceRange &) override { return nullptr; }
+
+private:
+  bool isOperatorNamespace(const std::string &name) {
+    if (namespaces_.empty())
+      for (const c10::OperatorName &op : c10::Dispatcher::singleton().getAllOpNames())
+        namespaces_.insert(op.name.substr(0, op.name.find("::")));
+    return namespaces_.count(name) > 0;
+  }
+  std::set<std::string> namespaces_;
 };
 
 std::string trimRight(std::string s, const char *chars = " \n\t:") {

@@ -1,8 +1,12 @@
 #pragma once
 /// A rank program: the TorchScript (Python-syntax) source that nnsc-codegen
 /// writes as rank{r}.py, compiled at run time. In the source, `torch.X` names
-/// the ATen builtin aten::X, `math.X` too, and `nnsc.X` the collectives of
-/// NnscOps.cpp (e.g. `nnsc.all_reduce(x, group=3)`).
+/// the ATen builtin aten::X (`torch.float32` and the other dtypes and memory
+/// formats are constants, `torch.ops.ns.X` is ns::X), `math.X` is aten::X or
+/// a constant (`math.pi`), and `ns.X` is the operator ns::X for any
+/// registered namespace: `nnsc.X` the collectives of NnscOps.cpp (e.g.
+/// `nnsc.all_reduce(x, group=3)`), or a user's TORCH_LIBRARY ops once their
+/// library is loaded.
 
 #include <memory>
 #include <string>

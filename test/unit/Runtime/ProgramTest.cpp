@@ -161,3 +161,11 @@ def f(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
   CHECK((*out)[1].scalar_type() == at::kLong);
   CHECK(at::equal((*out)[2], at::full({2}, 3.0)));
 }
+
+TEST_CASE("any registered operator namespace resolves; unknown names stay errors") {
+  auto program = Program::compile("def f(x: Tensor):\n    return aten.relu(x)\n", "ns.py");
+  NNSC_REQUIRE_OK(program.status());
+  CHECK(at::equal((*program->run({at::full({1}, -2.0)}))[0], at::zeros({1})));
+  auto unknown = Program::compile("def f(x: Tensor):\n    return nosuchns.relu(x)\n", "ns.py");
+  CHECK_THAT(unknown.status().message(), Contains("ns.py:2: error: undefined value nosuchns"));
+}
