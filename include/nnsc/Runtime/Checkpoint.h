@@ -1,0 +1,56 @@
+#pragma once
+/// One rank's part of a checkpoint (layout in CheckpointStore.h):
+///   rank{r}.safetensors  "shard/<local name>" for every shard (parameters and
+///                        buffers) and "optim/<local name>/<field>" for the
+///                        optimizer state (exp_avg, exp_avg_sq, step,
+///                        momentum_buffer)
+///   rank{r}.json         step, data position, learning-rate schedule, the
+///                        CPU generator state (hex), config hash, the job's
+///                        shape and the shard table (ShardTable.h) that lets
+///                        nnsc-merge-ckpt work without the program
+/// Each file is written atomically (temporary name, fsync, rename).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "nnsc/Runtime/ShardTable.h"
+#include "nnsc/Support/Status.h"
+
+namespace nnsc::rt {
+
+struct CheckpointMeta {
+  int64_t step = 0;         ///< optimizer steps completed
+  int64_t dataPosition = 0; ///< the next training step the data will serve
+  std::string lrSchedule;   ///< schedule name
+  double baseLr = 0, lastLr = 0;
+  std::string rngState; ///< CPU generator state (raw bytes)
+  std::string configHash;
+  int rank = 0, worldSize = 1, dpSize = 1, dpRank = 0, planNgpus = 1;
+  std::string modelName;
+  std::vector<ShardInfo> shards;
+};
+
+struct RankState {
+  CheckpointMeta meta;
+  std::map<std::string, at::Tensor> shards;    ///< local name -> tensor
+  std::map<std::string, at::Tensor> optimizer; ///< Optimizer::state() keys
+};
+
+/// Writes rank `rank`'s two files into `dir` (which must exist).
+Status writeRankCheckpoint(const std::string &dir, int rank, const RankState &state);
+
+/// Reads them back (CPU tensors); errors name the file.
+Expected<RankState> readRankCheckpoint(const std::string &dir, int rank);
+
+/// Reads only rank{r}.json of `dir`.
+Expected<CheckpointMeta> readCheckpointMeta(const std::string &dir, int rank);
+
+/// The default CPU generator's state as bytes, and back.
+std::string cpuRngState();
+Status setCpuRngState(const std::string &bytes, const std::string &from);
+
+} // namespace nnsc::rt

@@ -1,0 +1,49 @@
+#pragma once
+/// The checkpoint directory layout of a run (no LibTorch):
+///
+///   RUN_DIR/checkpoints/step-<N>/rank{r}.safetensors   tensors of rank r
+///   RUN_DIR/checkpoints/step-<N>/rank{r}.json          its step, data position, ...
+///   RUN_DIR/checkpoints/step-<N>/COMPLETE              written last, by rank 0
+///
+/// A directory without COMPLETE is a checkpoint a crash interrupted; it is
+/// never resumed from and is removed by the next prune.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nnsc/Support/Status.h"
+
+namespace nnsc::rt {
+
+/// RUN_DIR/checkpoints/step-<step>.
+std::string checkpointDir(const std::string &runDir, int64_t step);
+
+/// True when `dir` holds the COMPLETE marker.
+bool isCompleteCheckpoint(const std::string &dir);
+
+/// Steps of the checkpoints under RUN_DIR/checkpoints, ascending; complete
+/// ones only unless `includeIncomplete`.
+std::vector<int64_t> listCheckpoints(const std::string &runDir, bool includeIncomplete = false);
+
+/// The checkpoint to resume from: `resume` is "auto" (newest complete one,
+/// or none), "never" (none) or a checkpoint directory (must be complete).
+Expected<std::optional<std::string>> findResumeCheckpoint(const std::string &runDir,
+                                                          const std::string &resume);
+
+/// Writes the COMPLETE marker (atomically, then fsyncs the directory).
+Status markCheckpointComplete(const std::string &dir, int64_t step);
+
+/// Removes `dir`'s COMPLETE marker, if any, before the directory is rewritten.
+Status unmarkCheckpoint(const std::string &dir);
+
+/// Deletes complete checkpoints older than the newest `keepLast` (0 keeps
+/// all) and incomplete ones older than `newestStep`. Call only after the
+/// newest checkpoint is complete.
+Status pruneCheckpoints(const std::string &runDir, int64_t keepLast, int64_t newestStep);
+
+/// Reads the step a checkpoint directory's name ("step-<N>") ends in.
+std::optional<int64_t> checkpointStep(const std::string &dir);
+
+} // namespace nnsc::rt

@@ -1,0 +1,34 @@
+#pragma once
+/// The local supervisor of `nnsc-run --nproc-per-node N`: starts N workers
+/// (the same executable, with torchrun's environment: RANK, WORLD_SIZE,
+/// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT=a free
+/// port), forwards their output line by line with a "[rank r] " prefix (rank
+/// 0's standard output plain), and if one dies — a signal or a non-zero
+/// exit — reports it, sends SIGTERM to the others, SIGKILL after a grace
+/// period, and returns non-zero. No LibTorch.
+
+#include <string>
+#include <vector>
+
+namespace nnsc::rt {
+
+struct LaunchOptions {
+  int nprocPerNode = 1;
+  std::string executable;              ///< the worker binary (absolute path)
+  std::vector<std::string> workerArgs; ///< its arguments, without argv[0]
+  double graceSeconds = 5.0;           ///< between SIGTERM and SIGKILL
+  int masterPort = 0;                  ///< 0 = pick a free port
+};
+
+/// Runs the workers to the end; returns the launcher's exit code: 0 when
+/// all succeed, 1 when the first failure was a worker's exit code 1 (bad
+/// input), 2 otherwise.
+int runLocalWorkers(const LaunchOptions &options);
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (0 on failure).
+int pickFreePort();
+
+/// This process's executable (from /proc/self/exe).
+std::string selfExecutable();
+
+} // namespace nnsc::rt

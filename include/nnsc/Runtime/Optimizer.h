@@ -1,0 +1,82 @@
+#pragma once
+/// Optimizers over a rank's local shards, written out so that later ZeRO can
+/// shard their states. The updates follow PyTorch 1.13's single-tensor
+/// (foreach=False) code paths of torch.optim.AdamW, Adam and SGD operation
+/// for operation, so results match PyTorch bit for bit:
+///
+///   AdamW: step += 1; p *= 1 - lr*wd; m = m*b1 + g*(1-b1); v = v*b2 + g*g*(1-b2);
+///          p += -(lr / (1 - b1^step)) * m / (sqrt(v) / sqrt(1 - b2^step) + eps)
+///          (wd only on shards of tensors with >= 2 dims, as nanoGPT's groups)
+///   Adam:  as AdamW but g = g + wd*p instead of the decoupled decay (same shards)
+///   SGD:   g = g + wd*p (all shards); buf = g (first step) or buf*momentum + g;
+///          p += -lr*buf
+///
+/// Shards whose grad is undefined are skipped, as PyTorch skips p.grad None.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "nnsc/Runtime/Comm.h"
+#include "nnsc/Runtime/TrainerConfig.h"
+
+namespace nnsc::rt {
+
+/// One trainable tensor: its (unique) name, the leaf, and whether Adam(W)'s
+/// weight decay applies (the full tensor has >= 2 dims; SGD ignores it).
+struct OptimParam {
+  std::string name;
+  at::Tensor param;
+  bool decay = true;
+};
+
+class Optimizer {
+public:
+  Optimizer(const OptimizerConfig &config, std::vector<OptimParam> params);
+
+  /// One update of every parameter with a defined grad, at learning rate `lr`.
+  void step(double lr);
+  /// Zeroes the grads in place (kept allocated; same values as set-to-none).
+  void zeroGrad();
+
+  /// The state tensors, keyed "<name>/exp_avg", "<name>/exp_avg_sq",
+  /// "<name>/step" (float32 scalar) and "<name>/momentum_buffer".
+  std::map<std::string, at::Tensor> state() const;
+  /// Restores state() of a previous run; every key must name a parameter.
+  Status loadState(const std::map<std::string, at::Tensor> &state, const std::string &from);
+
+  const std::vector<OptimParam> &params() const { return params_; }
+
+private:
+  struct Slot {
+    at::Tensor expAvg, expAvgSq, step, momentumBuffer;
+  };
+  void adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled);
+  void sgdStep(const OptimParam &p, Slot &s, double lr);
+
+  OptimizerConfig config_;
+  std::vector<OptimParam> params_;
+  std::vector<Slot> slots_;
+};
+
+/// How the global gradient norm spans ranks.
+struct GradNormScope {
+  /// nullptr, or the world group when one model copy spans several ranks
+  /// (plan_ngpus > 1): then squares are summed over all ranks, each shard
+  /// divided by its replica count, and the sum divided by dpSize.
+  CommBackend *world = nullptr;
+  int64_t dpSize = 1;
+};
+
+/// Global L2 norm of the grads of `params` (replicas[i] copies of each in a
+/// model copy) and, when maxNorm > 0, scaling as torch.nn.utils.clip_grad_norm_:
+/// coef = min(1, max_norm / (norm + 1e-6)) multiplies every grad. With one
+/// rank per model copy the norm is torch.norm(torch.stack(norms)) exactly.
+Expected<double> clipGradNorm(const std::vector<at::Tensor> &params,
+                              const std::vector<int> &replicas, double maxNorm,
+                              const GradNormScope &scope);
+
+} // namespace nnsc::rt

@@ -1,0 +1,77 @@
+#pragma once
+/// Gradient averaging across data-parallel copies, overlapped with backward
+/// (a manifest Reducer). Gradients are grouped into buckets of about
+/// bucket_bytes in reverse registration order (the order backward produces
+/// them); a post-hook on each leaf's gradient accumulator launches the
+/// asynchronous allreduce of a flattened bucket once all its grads are
+/// ready, buckets strictly in order so every rank issues the same sequence.
+/// finish() waits, copies the results back and divides by the group size.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "nnsc/Runtime/Comm.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace nnsc::rt {
+
+class Reducer {
+public:
+  /// `params` (leaves with requires_grad) in registration order, `names`
+  /// theirs for messages. Installs the hooks; the Reducer must outlive every
+  /// backward pass over them.
+  Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
+          std::vector<std::string> names, int64_t bucketBytes, bool average,
+          std::chrono::milliseconds timeout);
+  ~Reducer();
+  Reducer(const Reducer &) = delete;
+  Reducer &operator=(const Reducer &) = delete;
+
+  /// Arms the hooks for the next backward. With `reduce` false (a micro-batch
+  /// before the last one) gradients only accumulate locally.
+  void prepare(bool reduce);
+
+  /// After the last backward: launches buckets whose grads never arrived
+  /// (unused parameters count as zeros), waits for all with the timeout and
+  /// writes the averaged grads back. The error names the group.
+  Status finish();
+
+  size_t numBuckets() const { return buckets_.size(); }
+
+private:
+  struct Bucket {
+    std::vector<size_t> members; ///< indices into params_
+    std::vector<int64_t> offsets;
+    int64_t numel = 0;
+    size_t pending = 0;
+    at::Tensor flat;
+    WorkPtr work;
+  };
+  void buildBuckets(int64_t bucketBytes);
+  void installHooks();
+  void markReady(size_t param);
+  void launch(Bucket &b);
+
+  std::shared_ptr<CommBackend> group_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  bool average_;
+  std::chrono::milliseconds timeout_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucketOf_;
+  std::vector<bool> seen_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hookKeys_;
+  size_t nextLaunch_ = 0;
+  bool armed_ = false;
+};
+
+} // namespace nnsc::rt

@@ -1,0 +1,29 @@
+#pragma once
+/// What `nnsc-run CONFIG.yaml [--key.path=value ...] [--nproc-per-node N]`
+/// does: with --nproc-per-node it checks the config once and supervises N
+/// local workers (Launcher.h), each a copy of this command without the flag;
+/// without it, it is one worker of a job described by the launcher's
+/// environment (torchrun, Open MPI, Slurm or none: a single process).
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace nnsc::rt {
+
+struct RunOptions {
+  std::string config;                 ///< the YAML trainer config
+  std::vector<std::string> overrides; ///< "--train.steps=20", ...
+  int nprocPerNode = 0;               ///< 0 = be a worker
+  bool printConfig = false;           ///< print the resolved config and stop
+  std::vector<std::string> argv;      ///< the command line, for the workers
+};
+
+/// Runs the command; returns the process exit code (0 ok, 1 bad input,
+/// 2 internal error or a failed worker).
+int runCommand(const RunOptions &options, std::ostream &out, std::ostream &err);
+
+/// `args` (without argv[0]) minus "--nproc-per-node N" / "--nproc-per-node=N".
+std::vector<std::string> withoutLauncherFlags(const std::vector<std::string> &args);
+
+} // namespace nnsc::rt

@@ -1,0 +1,108 @@
+#pragma once
+/// The trainer configuration of nnsc-run: a YAML file plus `--key.path=value`
+/// command-line overrides, with `${other.key}` and `${env:VAR}` interpolation.
+/// Every key is typed and has a default (docs/trainer-config.md lists them);
+/// unknown or ill-typed keys are errors with file:line:col. This header and
+/// its implementation do not include LibTorch.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nnsc/Runtime/LaunchEnv.h"
+#include "nnsc/Support/Diagnostic.h"
+#include "nnsc/Support/Status.h"
+
+namespace nnsc::rt {
+
+struct DataConfig {
+  std::string kind = "tokens";  ///< tokens | synthetic
+  std::string train;            ///< token file (required for kind=tokens)
+  std::string val;              ///< token file for validation; empty = none
+  std::string dtype = "uint16"; ///< uint16 | int32
+  int64_t blockSize = 0;        ///< 0 = from the program's input shape
+  int64_t vocabSize = 0;        ///< synthetic tokens are drawn from [0, vocabSize)
+};
+
+struct TrainLoopConfig {
+  int64_t steps = 100;
+  int64_t microBatchSize = 0; ///< per rank; 0 = from the program's input shape
+  int64_t gradAccumulation = 1;
+  int64_t globalBatchSize = 0; ///< 0 = micro × dp × accumulation, else checked
+  int64_t logEvery = 10;
+  int64_t valEvery = 0; ///< 0 = no validation
+  int64_t valBatches = 20;
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw"; ///< adamw | adam | sgd
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+  double momentum = 0.0;
+  double gradClip = 0.0; ///< max global L2 norm; 0 = no clipping
+};
+
+struct LrScheduleConfig {
+  std::string name = "constant"; ///< constant | cosine
+  int64_t warmupSteps = 0;
+  int64_t decaySteps = 0; ///< 0 = train.steps
+  double minLr = 0.0;
+};
+
+struct CheckpointConfig {
+  int64_t every = 0;           ///< 0 = only at the end
+  int64_t keepLast = 3;        ///< 0 = keep all
+  std::string resume = "auto"; ///< auto | never | a checkpoint directory
+};
+
+/// The typed configuration. `positions` says where each key got its value
+/// (file:line:col, or the command-line option), for later error messages.
+struct TrainerConfig {
+  std::string program;
+  std::string runDir = "run";
+  int64_t seed = 0;
+  int64_t threads = 0;          ///< intra-op threads; 0 = cores / local workers
+  std::string device = "cpu";   ///< cpu | cuda
+  std::string backend = "auto"; ///< auto | gloo | nccl
+  double commTimeoutS = 120;
+  DataConfig data;
+  TrainLoopConfig train;
+  OptimizerConfig optimizer;
+  LrScheduleConfig lrSchedule;
+  CheckpointConfig checkpoint;
+  std::string metrics; ///< default ${run_dir}/metrics.jsonl
+
+  std::string path;                            ///< the YAML file
+  std::map<std::string, SourcePos> positions;  ///< key path → where it was set
+  std::map<std::string, std::string> resolved; ///< key path → final text
+
+  /// Where `key` was set; the config file without a line when defaulted.
+  SourcePos positionOf(const std::string &key) const;
+};
+
+/// Parses config `text` (named `path` in messages), applies `overrides`
+/// ("--train.steps=20" or "train.steps=20"), interpolates and types it.
+Expected<TrainerConfig> parseTrainerConfig(const std::string &text, const std::string &path,
+                                           const std::vector<std::string> &overrides,
+                                           const EnvLookup &env);
+
+/// Reads `path` and parses it with the process environment.
+Expected<TrainerConfig> loadTrainerConfig(const std::string &path,
+                                          const std::vector<std::string> &overrides);
+
+/// Checks train.global_batch_size against micro × dp × accumulation (when
+/// set) and fills it in otherwise; the error names all three numbers.
+Status checkBatchSizes(TrainerConfig &config, int64_t dpSize);
+
+/// Every key with its resolved value, one "key: value" line each, sorted.
+std::string describeConfig(const TrainerConfig &config);
+
+/// A hash of the keys that change the training math (model program, data,
+/// batch sizes, optimizer, schedule, seed); stored in checkpoints.
+std::string configHash(const TrainerConfig &config);
+
+} // namespace nnsc::rt

@@ -1,0 +1,126 @@
+#include "nnsc/Runtime/CheckpointStore.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "nnsc/Support/File.h"
+
+namespace nnsc::rt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char *kMarker = "COMPLETE";
+
+Status fsyncDir(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0)
+    return errorf("{}: error: cannot open directory: {}", dir, std::strerror(errno));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0)
+    return errorf("{}: error: fsync failed: {}", dir, std::strerror(errno));
+  return Status::ok();
+}
+
+} // namespace
+
+std::string checkpointDir(const std::string &runDir, int64_t step) {
+  return (fs::path(runDir) / "checkpoints" / ("step-" + std::to_string(step))).string();
+}
+
+bool isCompleteCheckpoint(const std::string &dir) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(dir) / kMarker, ec);
+}
+
+std::optional<int64_t> checkpointStep(const std::string &dir) {
+  std::string name = fs::path(dir).filename().string();
+  if (name.empty())
+    name = fs::path(dir).parent_path().filename().string();
+  if (name.rfind("step-", 0) != 0 || name.size() == 5)
+    return std::nullopt;
+  char *end = nullptr;
+  long long v = std::strtoll(name.c_str() + 5, &end, 10);
+  if (*end != '\0' || v < 0)
+    return std::nullopt;
+  return v;
+}
+
+std::vector<int64_t> listCheckpoints(const std::string &runDir, bool includeIncomplete) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  fs::path root = fs::path(runDir) / "checkpoints";
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    auto step = checkpointStep(it->path().string());
+    if (step && it->is_directory() &&
+        (includeIncomplete || isCompleteCheckpoint(it->path().string())))
+      steps.push_back(*step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+Expected<std::optional<std::string>> findResumeCheckpoint(const std::string &runDir,
+                                                          const std::string &resume) {
+  if (resume == "never")
+    return std::optional<std::string>();
+  if (resume == "auto") {
+    auto steps = listCheckpoints(runDir);
+    if (steps.empty())
+      return std::optional<std::string>();
+    return std::optional<std::string>(checkpointDir(runDir, steps.back()));
+  }
+  if (!fs::is_directory(resume))
+    return errorf("{}: error: checkpoint.resume names no directory", resume);
+  if (!isCompleteCheckpoint(resume))
+    return errorf("{}: error: checkpoint is incomplete (no COMPLETE marker); a run was "
+                  "interrupted while writing it",
+                  resume);
+  return std::optional<std::string>(resume);
+}
+
+Status markCheckpointComplete(const std::string &dir, int64_t step) {
+  NNSC_RETURN_IF_ERROR(fsyncDir(dir));
+  NNSC_RETURN_IF_ERROR(
+      writeFileAtomic((fs::path(dir) / kMarker).string(), std::to_string(step) + "\n"));
+  return fsyncDir(dir);
+}
+
+Status unmarkCheckpoint(const std::string &dir) {
+  std::error_code ec;
+  fs::remove(fs::path(dir) / kMarker, ec);
+  if (ec)
+    return errorf("{}: error: cannot remove the COMPLETE marker: {}", dir, ec.message());
+  return Status::ok();
+}
+
+Status pruneCheckpoints(const std::string &runDir, int64_t keepLast, int64_t newestStep) {
+  auto complete = listCheckpoints(runDir);
+  std::vector<int64_t> doomed;
+  if (keepLast > 0 && int64_t(complete.size()) > keepLast)
+    doomed.assign(complete.begin(), complete.end() - keepLast);
+  for (int64_t step : listCheckpoints(runDir, true))
+    if (step < newestStep && !isCompleteCheckpoint(checkpointDir(runDir, step)))
+      doomed.push_back(step);
+  for (int64_t step : doomed) {
+    std::error_code ec;
+    std::string dir = checkpointDir(runDir, step);
+    // Unmark first: a crash halfway through leaves an incomplete directory,
+    // never a complete-looking one with files missing.
+    NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir));
+    fs::remove_all(dir, ec);
+    if (ec)
+      return errorf("{}: error: cannot remove old checkpoint: {}", dir, ec.message());
+  }
+  return Status::ok();
+}
+
+} // namespace nnsc::rt

@@ -1,0 +1,137 @@
+#include "nnsc/Runtime/Dataset.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace nnsc::rt {
+
+namespace {
+
+// A token file mapped into memory; little-endian host assumed (x86, arm64).
+class MappedTokens : public TokenSource {
+public:
+  MappedTokens(void *map, size_t bytes, int width) : map_(map), bytes_(bytes), width_(width) {}
+  ~MappedTokens() override {
+    if (map_)
+      ::munmap(map_, bytes_);
+  }
+  uint64_t size() const override { return bytes_ / width_; }
+  int64_t at(uint64_t k) const override {
+    const char *p = static_cast<const char *>(map_) + k * width_;
+    if (width_ == 2) {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+
+private:
+  void *map_;
+  size_t bytes_;
+  int width_;
+};
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+class SyntheticTokens : public TokenSource {
+public:
+  SyntheticTokens(uint64_t vocab, uint64_t seed, uint64_t n) : vocab_(vocab), seed_(seed), n_(n) {}
+  uint64_t size() const override { return n_; }
+  int64_t at(uint64_t k) const override {
+    return static_cast<int64_t>(splitmix64(seed_ * 0x100000001b3ull + k) % vocab_);
+  }
+
+private:
+  uint64_t vocab_, seed_, n_;
+};
+
+} // namespace
+
+uint64_t globalSampleIndex(const SampleLayout &l, int64_t step, int64_t micro, int64_t i) {
+  uint64_t slot = uint64_t(step) * uint64_t(l.gradAccumulation) + uint64_t(micro);
+  return (slot * uint64_t(l.dpSize) + uint64_t(l.dpRank)) * uint64_t(l.microBatchSize) +
+         uint64_t(i);
+}
+
+uint64_t sampleOffset(uint64_t g, uint64_t seed, uint64_t numTokens, uint64_t blockSize) {
+  return (g * 2654435761ull + seed * 97ull) % (numTokens - blockSize - 1);
+}
+
+Expected<std::shared_ptr<TokenSource>> openTokenFile(const std::string &path,
+                                                     const std::string &dtype) {
+  int width = dtype == "int32" ? 4 : 2;
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return errorf("{}: error: cannot open token file: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size == 0) {
+    ::close(fd);
+    return errorf("{}: error: token file is empty or unreadable", path);
+  }
+  if (st.st_size % width != 0) {
+    ::close(fd);
+    return errorf("{}: error: size {} is not a multiple of {} bytes ({} tokens)", path, st.st_size,
+                  width, dtype);
+  }
+  void *map = ::mmap(nullptr, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED)
+    return errorf("{}: error: cannot map token file: {}", path, std::strerror(errno));
+  return std::shared_ptr<TokenSource>(
+      std::make_shared<MappedTokens>(map, size_t(st.st_size), width));
+}
+
+std::shared_ptr<TokenSource> syntheticTokens(uint64_t vocabSize, uint64_t seed,
+                                             uint64_t numTokens) {
+  return std::make_shared<SyntheticTokens>(vocabSize, seed, numTokens);
+}
+
+Expected<TokenDataset> TokenDataset::create(std::shared_ptr<TokenSource> source, int64_t blockSize,
+                                            uint64_t seed, const std::string &name) {
+  if (blockSize <= 0 || source->size() < uint64_t(blockSize) + 2)
+    return errorf("{}: error: {} tokens are too few for block_size {}; need at least {}", name,
+                  source->size(), blockSize, blockSize + 2);
+  TokenDataset d;
+  d.source_ = std::move(source);
+  d.blockSize_ = blockSize;
+  d.seed_ = seed;
+  return d;
+}
+
+TokenBatch TokenDataset::trainBatch(const SampleLayout &layout, int64_t step, int64_t micro) const {
+  TokenBatch b;
+  b.batch = layout.microBatchSize;
+  b.block = blockSize_;
+  b.x.resize(b.batch * b.block);
+  b.y.resize(b.batch * b.block);
+  for (int64_t i = 0; i < b.batch; ++i) {
+    uint64_t o = sampleOffset(globalSampleIndex(layout, step, micro, i), seed_, source_->size(),
+                              uint64_t(blockSize_));
+    for (int64_t t = 0; t < b.block; ++t) {
+      b.x[i * b.block + t] = source_->at(o + t);
+      b.y[i * b.block + t] = source_->at(o + t + 1);
+    }
+  }
+  return b;
+}
+
+TokenBatch TokenDataset::valBatch(const SampleLayout &layout, int64_t v) const {
+  SampleLayout single = layout;
+  single.gradAccumulation = 1;
+  return trainBatch(single, v, 0);
+}
+
+} // namespace nnsc::rt

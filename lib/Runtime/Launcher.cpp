@@ -1,0 +1,306 @@
+#include "nnsc/Runtime/Launcher.h"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+extern char **environ;
+
+namespace nnsc::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile sig_atomic_t gStopSignal = 0;
+
+void onStopSignal(int sig) { gStopSignal = sig; }
+
+void writeAllFd(int fd, const std::string &s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return;
+    done += size_t(n);
+  }
+}
+
+struct Stream {
+  int fd = -1;
+  int outFd = STDOUT_FILENO; ///< where its lines go
+  std::string prefix;
+  std::string pending; ///< an unfinished line
+};
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+  Stream out, err;
+};
+
+std::string describeStatus(int status) {
+  if (WIFSIGNALED(status))
+    return fmt::format("killed by signal {}", WTERMSIG(status));
+  return fmt::format("exited with code {}", WEXITSTATUS(status));
+}
+
+bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+class Supervisor {
+public:
+  explicit Supervisor(const LaunchOptions &options) : opts_(options) {}
+
+  int run() {
+    int port = opts_.masterPort ? opts_.masterPort : pickFreePort();
+    for (int r = 0; r < opts_.nprocPerNode; ++r)
+      if (!spawn(r, port)) {
+        fmt::print(stderr, "nnsc-run: error: cannot start rank {}: {}\n", r, std::strerror(errno));
+        beginShutdown();
+        exitCode_ = 2;
+        break;
+      }
+    while (anyRunning() || anyOpenStream()) {
+      pump(anyRunning() ? 100 : 10);
+      if (gStopSignal && !stopping_) {
+        fmt::print(stderr, "nnsc-run: error: received signal {}; stopping workers\n",
+                   int(gStopSignal));
+        exitCode_ = 2;
+        beginShutdown();
+      }
+      reap();
+      if (stopping_ && Clock::now() > killAt_)
+        killAll(SIGKILL);
+      if (!anyRunning() && Clock::now() > drainUntil())
+        break; // a grandchild may hold a pipe open; do not wait for it
+    }
+    flushPending();
+    return exitCode_;
+  }
+
+private:
+  bool spawn(int rank, int port) {
+    // Everything the child needs is built before fork: between fork and exec
+    // only async-signal-safe calls are allowed (LibTorch may run threads).
+    std::vector<std::string> env = workerEnv(rank, port), args = {opts_.executable};
+    args.insert(args.end(), opts_.workerArgs.begin(), opts_.workerArgs.end());
+    std::vector<char *> envp = pointers(env), argv = pointers(args);
+    std::string execError = fmt::format("nnsc-run: error: cannot execute {}\n", opts_.executable);
+    int outPipe[2], errPipe[2];
+    if (::pipe2(outPipe, O_CLOEXEC) != 0 || ::pipe2(errPipe, O_CLOEXEC) != 0)
+      return false;
+    pid_t pid = ::fork();
+    if (pid < 0)
+      return false;
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM); // die with the launcher
+      ::dup2(outPipe[1], STDOUT_FILENO);
+      ::dup2(errPipe[1], STDERR_FILENO);
+      ::execve(opts_.executable.c_str(), argv.data(), envp.data());
+      ssize_t ignored = ::write(STDERR_FILENO, execError.data(), execError.size());
+      (void)ignored;
+      ::_exit(127);
+    }
+    ::close(outPipe[1]);
+    ::close(errPipe[1]);
+    Worker w;
+    w.rank = rank;
+    w.pid = pid;
+    w.running = true;
+    std::string prefix = fmt::format("[rank {}] ", rank);
+    w.out = Stream{outPipe[0], STDOUT_FILENO, rank == 0 ? "" : prefix, ""};
+    w.err = Stream{errPipe[0], STDERR_FILENO, prefix, ""};
+    workers_.push_back(std::move(w));
+    return true;
+  }
+
+  std::vector<std::string> workerEnv(int rank, int port) const {
+    std::map<std::string, std::string> set = {
+        {"RANK", std::to_string(rank)},
+        {"LOCAL_RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(opts_.nprocPerNode)},
+        {"LOCAL_WORLD_SIZE", std::to_string(opts_.nprocPerNode)},
+        {"GROUP_RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(port)}};
+    std::vector<std::string> env;
+    for (char **e = environ; *e; ++e) {
+      std::string kv = *e, key = kv.substr(0, kv.find('='));
+      if (!set.count(key) && key != "TORCHELASTIC_USE_AGENT_STORE")
+        env.push_back(kv);
+    }
+    for (const auto &[k, v] : set)
+      env.push_back(k + "=" + v);
+    return env;
+  }
+
+  static std::vector<char *> pointers(std::vector<std::string> &strings) {
+    std::vector<char *> out;
+    for (auto &s : strings)
+      out.push_back(s.data());
+    out.push_back(nullptr);
+    return out;
+  }
+
+  void pump(int timeoutMs) {
+    std::vector<pollfd> fds;
+    std::vector<Stream *> streams;
+    for (auto &w : workers_)
+      for (Stream *s : {&w.out, &w.err})
+        if (s->fd >= 0) {
+          fds.push_back({s->fd, POLLIN, 0});
+          streams.push_back(s);
+        }
+    if (fds.empty()) {
+      ::usleep(timeoutMs * 1000);
+      return;
+    }
+    if (::poll(fds.data(), fds.size(), timeoutMs) <= 0)
+      return;
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
+        readFrom(*streams[i]);
+  }
+
+  void readFrom(Stream &s) {
+    char buf[65536];
+    ssize_t n = ::read(s.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      return;
+    if (n <= 0) {
+      ::close(s.fd);
+      s.fd = -1;
+      if (!s.pending.empty())
+        writeAllFd(s.outFd, s.prefix + s.pending + "\n");
+      s.pending.clear();
+      return;
+    }
+    s.pending.append(buf, size_t(n));
+    size_t nl;
+    std::string lines;
+    while ((nl = s.pending.find('\n')) != std::string::npos) {
+      lines += s.prefix + s.pending.substr(0, nl + 1);
+      s.pending.erase(0, nl + 1);
+    }
+    writeAllFd(s.outFd, lines);
+  }
+
+  void reap() {
+    for (auto &w : workers_) {
+      if (!w.running || ::waitpid(w.pid, &w.status, WNOHANG) != w.pid)
+        continue;
+      w.running = false;
+      lastExit_ = Clock::now();
+      if (!failed(w.status) || stopping_)
+        continue;
+      fmt::print(stderr, "nnsc-run: error: rank {} died ({})\n", w.rank, describeStatus(w.status));
+      std::fflush(stderr);
+      exitCode_ = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1 ? 1 : 2;
+      beginShutdown();
+    }
+  }
+
+  void beginShutdown() {
+    if (stopping_)
+      return;
+    stopping_ = true;
+    killAll(SIGTERM);
+    killAt_ = Clock::now() + std::chrono::milliseconds(int64_t(opts_.graceSeconds * 1000));
+  }
+
+  void killAll(int sig) {
+    for (auto &w : workers_)
+      if (w.running)
+        ::kill(w.pid, sig);
+  }
+
+  bool anyRunning() const {
+    for (const auto &w : workers_)
+      if (w.running)
+        return true;
+    return false;
+  }
+
+  bool anyOpenStream() const {
+    for (const auto &w : workers_)
+      if (w.out.fd >= 0 || w.err.fd >= 0)
+        return true;
+    return false;
+  }
+
+  Clock::time_point drainUntil() const { return lastExit_ + std::chrono::seconds(2); }
+
+  void flushPending() {
+    for (auto &w : workers_)
+      for (Stream *s : {&w.out, &w.err}) {
+        if (!s->pending.empty())
+          writeAllFd(s->outFd, s->prefix + s->pending + "\n");
+        if (s->fd >= 0)
+          ::close(s->fd);
+        s->fd = -1;
+      }
+  }
+
+  const LaunchOptions &opts_;
+  std::vector<Worker> workers_;
+  bool stopping_ = false;
+  int exitCode_ = 0;
+  Clock::time_point killAt_{}, lastExit_{};
+};
+
+} // namespace
+
+int pickFreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+std::string selfExecutable() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+int runLocalWorkers(const LaunchOptions &options) {
+  struct sigaction sa {};
+  sa.sa_handler = onStopSignal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  return Supervisor(options).run();
+}
+
+} // namespace nnsc::rt

@@ -1,0 +1,273 @@
+#include "nnsc/Runtime/MergeCheckpoint.h"
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <ATen/core/Dict.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "TensorIO.h"
+#include "nnsc/Runtime/Checkpoint.h"
+#include "nnsc/Runtime/CheckpointStore.h"
+#include "nnsc/Support/File.h"
+#include "nnsc/Support/Safetensors.h"
+#include "nnsc/manifest.pb.h"
+
+namespace nnsc::rt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string sliceText(const ShardInfo &s) {
+  std::string out = "[";
+  for (size_t d = 0; d < s.start.size(); ++d)
+    out += fmt::format("{}{}:{}", d ? ", " : "", s.start[d], s.stop[d]);
+  out += "]";
+  if (s.valueChunks > 1)
+    out += fmt::format(" value {}/{}", s.valueIndex, s.valueChunks);
+  return out;
+}
+
+int64_t volume(const ShardInfo &s) {
+  int64_t v = 1;
+  for (size_t d = 0; d < s.start.size(); ++d)
+    v *= s.stop[d] - s.start[d];
+  return v;
+}
+
+bool overlaps(const ShardInfo &a, const ShardInfo &b) {
+  for (size_t d = 0; d < a.start.size(); ++d)
+    if (a.stop[d] <= b.start[d] || b.stop[d] <= a.start[d])
+      return false;
+  return true;
+}
+
+Status checkPiece(const ShardPiece &p, const ShardPiece &first) {
+  const ShardInfo &s = p.info;
+  const std::string &name = s.originalName;
+  if (s.fullShape != first.info.fullShape || s.valueChunks != first.info.valueChunks ||
+      p.value.scalar_type() != first.value.scalar_type())
+    return errorf("error: shards of '{}' disagree on full shape, dtype or value chunks (rank {} "
+                  "and rank {})",
+                  name, first.rank, p.rank);
+  bool ok = s.start.size() == s.fullShape.size() && s.stop.size() == s.fullShape.size() &&
+            p.value.dim() == int64_t(s.fullShape.size()) && s.valueIndex >= 0 &&
+            s.valueIndex < s.valueChunks;
+  for (size_t d = 0; ok && d < s.fullShape.size(); ++d)
+    ok = s.start[d] >= 0 && s.start[d] < s.stop[d] && s.stop[d] <= s.fullShape[d] &&
+         p.value.size(d) == s.stop[d] - s.start[d];
+  if (!ok)
+    return errorf("error: shard '{}' of rank {} does not fit '{}' (full shape [{}]): slice {}, "
+                  "local shape [{}]",
+                  s.localName, p.rank, name, fmt::join(s.fullShape, ", "), sliceText(s),
+                  fmt::join(p.value.sizes(), ", "));
+  return Status::ok();
+}
+
+// Keeps one piece per distinct (slice, value chunk); the others must equal it.
+Expected<std::vector<const ShardPiece *>>
+dedupeReplicas(const std::vector<const ShardPiece *> &ps) {
+  std::map<std::tuple<std::vector<int64_t>, std::vector<int64_t>, int>, const ShardPiece *> seen;
+  std::vector<const ShardPiece *> out;
+  for (const ShardPiece *p : ps) {
+    auto key = std::make_tuple(p->info.start, p->info.stop, p->info.valueIndex);
+    auto [it, fresh] = seen.emplace(key, p);
+    if (fresh) {
+      out.push_back(p);
+      continue;
+    }
+    if (!at::equal(it->second->value, p->value))
+      return errorf("error: replicas of '{}' {} differ between rank {} and rank {}",
+                    p->info.originalName, sliceText(p->info), it->second->rank, p->rank);
+  }
+  return out;
+}
+
+Status checkCoverage(const std::vector<const ShardPiece *> &ps, int valueIndex, int64_t numel) {
+  int64_t covered = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    covered += volume(ps[i]->info);
+    for (size_t j = 0; j < i; ++j)
+      if (overlaps(ps[i]->info, ps[j]->info))
+        return errorf("error: shards of '{}' overlap: {} (rank {}) and {} (rank {})",
+                      ps[i]->info.originalName, sliceText(ps[i]->info), ps[i]->rank,
+                      sliceText(ps[j]->info), ps[j]->rank);
+  }
+  if (covered != numel)
+    return errorf("error: value chunk {} of '{}' covers {} of its {} elements", valueIndex,
+                  ps.empty() ? std::string("?") : ps[0]->info.originalName, covered, numel);
+  return Status::ok();
+}
+
+Expected<at::Tensor> assembleOne(const std::vector<const ShardPiece *> &all) {
+  for (const ShardPiece *p : all)
+    NNSC_RETURN_IF_ERROR(checkPiece(*p, *all[0]));
+  auto unique = dedupeReplicas(all);
+  if (!unique)
+    return unique.status();
+  const ShardInfo &info = all[0]->info;
+  at::Tensor sum;
+  for (int v = 0; v < info.valueChunks; ++v) {
+    std::vector<const ShardPiece *> chunk;
+    for (const ShardPiece *p : *unique)
+      if (p->info.valueIndex == v)
+        chunk.push_back(p);
+    at::Tensor full = at::zeros(info.fullShape, all[0]->value.options());
+    NNSC_RETURN_IF_ERROR(checkCoverage(chunk, v, full.numel()));
+    for (const ShardPiece *p : chunk) {
+      at::Tensor dst = full;
+      for (size_t d = 0; d < info.start.size(); ++d)
+        dst = dst.narrow(int64_t(d), p->info.start[d], p->info.stop[d] - p->info.start[d]);
+      dst.copy_(p->value);
+    }
+    sum = v == 0 ? full : sum.add_(full);
+  }
+  return sum;
+}
+
+int countRanks(const std::string &dir, const char *ext) {
+  int n = 0;
+  while (fs::exists(fs::path(dir) / fmt::format("rank{}.{}", n, ext)))
+    ++n;
+  return n;
+}
+
+Expected<std::vector<ShardInfo>> manifestShards(const std::string &dir, int rank) {
+  auto m = loadRankManifest((fs::path(dir) / fmt::format("rank{}.pb", rank)).string());
+  if (!m)
+    return m.status();
+  return shardsOfManifest(*m);
+}
+
+// The initial weights of a program directory: shards by local name (or by
+// original name, as a fallback).
+Status collectProgram(const std::string &dir, int rank, std::vector<ShardPiece> &out) {
+  auto m = loadRankManifest((fs::path(dir) / fmt::format("rank{}.pb", rank)).string());
+  if (!m)
+    return m.status();
+  std::string weights =
+      m->weights().empty() ? fmt::format("rank{}.safetensors", rank) : m->weights();
+  std::string path = (fs::path(dir) / weights).string();
+  auto file = SafetensorsFile::open(path);
+  if (!file)
+    return file.status();
+  for (const ShardInfo &s : shardsOfManifest(*m)) {
+    const SafetensorsEntry *e = (*file)->find(s.localName);
+    if (!e)
+      e = (*file)->find(s.originalName);
+    if (!e)
+      return errorf("{}: error: no tensor '{}' (shard of '{}')", path, s.localName, s.originalName);
+    auto t = tensorFromEntry(*e, path);
+    if (!t)
+      return t.status();
+    out.push_back({s, t.take(), rank});
+  }
+  return Status::ok();
+}
+
+Status collectCheckpoint(const std::string &dir, int rank, const std::string &manifests,
+                         std::vector<ShardPiece> &out) {
+  auto state = readRankCheckpoint(dir, rank);
+  if (!state)
+    return state.status();
+  std::vector<ShardInfo> table = state->meta.shards;
+  if (!manifests.empty()) {
+    auto m = manifestShards(manifests, rank);
+    if (!m)
+      return m.status();
+    table = m.take();
+  }
+  for (const ShardInfo &s : table) {
+    auto it = state->shards.find(s.localName);
+    if (it == state->shards.end())
+      return errorf("{}: error: rank {} has no shard '{}' (of '{}')", dir, rank, s.localName,
+                    s.originalName);
+    out.push_back({s, it->second, rank});
+  }
+  return Status::ok();
+}
+
+Expected<std::string> resolveCheckpointDir(const std::string &input) {
+  if (fs::exists(fs::path(input) / "rank0.json")) {
+    if (!isCompleteCheckpoint(input))
+      return errorf("{}: error: checkpoint is incomplete (no COMPLETE marker)", input);
+    return input;
+  }
+  auto steps = listCheckpoints(input);
+  if (steps.empty())
+    return errorf("{}: error: neither a checkpoint (rank0.json) nor a run directory with a "
+                  "complete checkpoint",
+                  input);
+  return checkpointDir(input, steps.back());
+}
+
+} // namespace
+
+Expected<std::map<std::string, at::Tensor>> assembleShards(const std::vector<ShardPiece> &pieces) {
+  std::map<std::string, std::vector<const ShardPiece *>> byName;
+  for (const auto &p : pieces)
+    byName[p.info.originalName].push_back(&p);
+  std::map<std::string, at::Tensor> out;
+  for (const auto &[name, ps] : byName) {
+    auto t = assembleOne(ps);
+    if (!t)
+      return t.status();
+    out[name] = *t;
+    for (const ShardPiece *p : ps)
+      for (const auto &alias : p->info.aliases)
+        out[alias] = *t;
+  }
+  return out;
+}
+
+Status saveStateDict(const std::map<std::string, at::Tensor> &tensors, const std::string &path) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto &[name, t] : tensors)
+    dict.insert(name, t.detach().cpu().contiguous());
+  std::vector<char> bytes;
+  try {
+    bytes = torch::jit::pickle_save(c10::IValue(dict));
+  } catch (const c10::Error &ex) {
+    return Status::internal(
+        fmt::format("{}: error: cannot serialize: {}", path, ex.what_without_backtrace()));
+  }
+  return writeFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
+}
+
+Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
+  MergeResult r;
+  std::vector<ShardPiece> pieces;
+  if (o.fromProgram) {
+    r.source = o.input;
+    r.ranks = countRanks(o.input, "pb");
+    if (r.ranks == 0)
+      return errorf("{}: error: no rank0.pb here; expected a directory written by nnsc-codegen",
+                    o.input);
+    for (int k = 0; k < r.ranks; ++k)
+      NNSC_RETURN_IF_ERROR(collectProgram(o.input, k, pieces));
+  } else {
+    auto dir = resolveCheckpointDir(o.input);
+    if (!dir)
+      return dir.status();
+    r.source = *dir;
+    r.ranks = countRanks(*dir, "json");
+    for (int k = 0; k < r.ranks; ++k)
+      NNSC_RETURN_IF_ERROR(collectCheckpoint(*dir, k, o.manifests, pieces));
+  }
+  auto merged = assembleShards(pieces);
+  if (!merged)
+    return merged.status().withContext(r.source);
+  std::set<std::string> originals;
+  for (const auto &p : pieces)
+    originals.insert(p.info.originalName);
+  r.tensors = int64_t(originals.size());
+  r.aliases = int64_t(merged->size()) - r.tensors;
+  NNSC_RETURN_IF_ERROR(saveStateDict(*merged, o.output));
+  return r;
+}
+
+} // namespace nnsc::rt

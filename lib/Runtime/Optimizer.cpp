@@ -1,0 +1,169 @@
+#include "nnsc/Runtime/Optimizer.h"
+
+#include <cmath>
+#include <numeric>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+namespace nnsc::rt {
+
+namespace {
+
+// torch.norm(t, 2.0) of PyTorch 1.13 for p numeric and dim None: _VF.norm
+// over every dim.
+at::Tensor l2Norm(const at::Tensor &t) {
+  std::vector<int64_t> dims(t.dim());
+  std::iota(dims.begin(), dims.end(), 0);
+  return at::norm(t, c10::Scalar(2.0), dims, false);
+}
+
+} // namespace
+
+Optimizer::Optimizer(const OptimizerConfig &config, std::vector<OptimParam> params)
+    : config_(config), params_(std::move(params)), slots_(params_.size()) {}
+
+void Optimizer::adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled) {
+  const double b1 = config_.beta1, b2 = config_.beta2;
+  const double wd = p.decay ? config_.weightDecay : 0.0;
+  at::Tensor param = p.param, grad = p.param.grad();
+  if (!s.step.defined()) { // lazy state, as PyTorch's first step
+    s.step = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
+    s.expAvg = at::zeros_like(param, at::MemoryFormat::Preserve);
+    s.expAvgSq = at::zeros_like(param, at::MemoryFormat::Preserve);
+  }
+  s.step.add_(1);
+  if (decoupled)
+    param.mul_(1 - lr * wd);
+  else if (wd != 0)
+    grad = grad.add(param, wd);
+  s.expAvg.mul_(b1).add_(grad, 1 - b1);
+  s.expAvgSq.mul_(b2).addcmul_(grad, grad, 1 - b2);
+  double step = s.step.item<float>();
+  double bias1 = 1 - std::pow(b1, step);
+  double bias2 = 1 - std::pow(b2, step);
+  double stepSize = lr / bias1;
+  double bias2Sqrt = std::sqrt(bias2);
+  at::Tensor denom = (s.expAvgSq.sqrt() / bias2Sqrt).add_(config_.eps);
+  param.addcdiv_(s.expAvg, denom, -stepSize);
+}
+
+void Optimizer::sgdStep(const OptimParam &p, Slot &s, double lr) {
+  at::Tensor param = p.param, dp = p.param.grad();
+  const double wd = config_.weightDecay; // one group, as torch.optim.SGD(params)
+  if (wd != 0)
+    dp = dp.add(param, wd);
+  if (config_.momentum != 0) {
+    if (!s.momentumBuffer.defined())
+      s.momentumBuffer = dp.clone().detach();
+    else
+      s.momentumBuffer.mul_(config_.momentum).add_(dp, 1.0);
+    dp = s.momentumBuffer;
+  }
+  param.add_(dp, -lr);
+}
+
+void Optimizer::step(double lr) {
+  at::NoGradGuard noGrad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].param.grad().defined())
+      continue;
+    if (config_.name == "sgd")
+      sgdStep(params_[i], slots_[i], lr);
+    else
+      adamStep(params_[i], slots_[i], lr, config_.name == "adamw");
+  }
+}
+
+void Optimizer::zeroGrad() {
+  for (auto &p : params_) {
+    at::Tensor g = p.param.mutable_grad();
+    if (g.defined())
+      g.detach().zero_();
+  }
+}
+
+std::map<std::string, at::Tensor> Optimizer::state() const {
+  std::map<std::string, at::Tensor> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Slot &s = slots_[i];
+    const std::string &n = params_[i].name;
+    if (s.step.defined()) {
+      out[n + "/step"] = s.step;
+      out[n + "/exp_avg"] = s.expAvg;
+      out[n + "/exp_avg_sq"] = s.expAvgSq;
+    }
+    if (s.momentumBuffer.defined())
+      out[n + "/momentum_buffer"] = s.momentumBuffer;
+  }
+  return out;
+}
+
+Status Optimizer::loadState(const std::map<std::string, at::Tensor> &state,
+                            const std::string &from) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < params_.size(); ++i)
+    index[params_[i].name] = i;
+  for (const auto &[key, value] : state) {
+    size_t slash = key.rfind('/');
+    auto it = index.find(key.substr(0, slash));
+    if (slash == std::string::npos || it == index.end())
+      return errorf("{}: error: optimizer state '{}' names no parameter of this rank", from, key);
+    const at::Tensor &param = params_[it->second].param;
+    std::string field = key.substr(slash + 1);
+    at::Tensor v = value.to(param.device());
+    Slot &s = slots_[it->second];
+    if (field != "step" && v.sizes() != param.sizes())
+      return errorf("{}: error: optimizer state '{}' has shape {}; the parameter has {}", from, key,
+                    fmt::join(v.sizes(), "x"), fmt::join(param.sizes(), "x"));
+    if (field == "step")
+      s.step = v.to(at::kFloat).reshape({});
+    else if (field == "exp_avg")
+      s.expAvg = v;
+    else if (field == "exp_avg_sq")
+      s.expAvgSq = v;
+    else if (field == "momentum_buffer")
+      s.momentumBuffer = v;
+    else
+      return errorf("{}: error: unknown optimizer state '{}'", from, key);
+  }
+  return Status::ok();
+}
+
+Expected<double> clipGradNorm(const std::vector<at::Tensor> &params,
+                              const std::vector<int> &replicas, double maxNorm,
+                              const GradNormScope &scope) {
+  at::NoGradGuard noGrad;
+  std::vector<at::Tensor> grads, norms;
+  std::vector<int> copies;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].grad().defined()) {
+      grads.push_back(params[i].grad());
+      norms.push_back(l2Norm(grads.back().detach()));
+      copies.push_back(replicas[i] > 0 ? replicas[i] : 1);
+    }
+  at::Tensor total;
+  if (!scope.world) {
+    total = norms.empty() ? at::zeros({}) : l2Norm(at::stack(norms));
+  } else {
+    double sq = 0;
+    for (size_t i = 0; i < norms.size(); ++i) {
+      double n = norms[i].item<double>();
+      sq += n * n / copies[i];
+    }
+    at::Tensor buf = at::full({1}, sq, at::TensorOptions().dtype(at::kDouble));
+    std::vector<at::Tensor> bufs{buf};
+    NNSC_RETURN_IF_ERROR(scope.world->allReduce(bufs)->wait());
+    double sum = buf.item<double>() / double(scope.dpSize);
+    total = at::full({}, std::sqrt(sum), at::TensorOptions().dtype(at::kFloat));
+  }
+  if (maxNorm > 0 && !grads.empty()) {
+    at::Tensor coef = (total + 1e-6).reciprocal() * maxNorm;
+    coef = at::clamp_max(coef, 1.0);
+    for (auto &g : grads)
+      g.detach().mul_(coef.to(g.device()));
+  }
+  return total.item<double>();
+}
+
+} // namespace nnsc::rt

@@ -1,0 +1,130 @@
+#include "nnsc/Runtime/Reducer.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+namespace nnsc::rt {
+
+Reducer::Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
+                 std::vector<std::string> names, int64_t bucketBytes, bool average,
+                 std::chrono::milliseconds timeout)
+    : group_(std::move(group)), params_(std::move(params)), names_(std::move(names)),
+      average_(average), timeout_(timeout), bucketOf_(params_.size()),
+      seen_(params_.size(), false) {
+  buildBuckets(bucketBytes > 0 ? bucketBytes : int64_t(25) << 20);
+  installHooks();
+}
+
+Reducer::~Reducer() {
+  for (size_t k = 0; k < accumulators_.size(); ++k)
+    accumulators_[k]->del_post_hook(hookKeys_[k]);
+}
+
+void Reducer::buildBuckets(int64_t bucketBytes) {
+  Bucket cur;
+  int64_t bytes = 0;
+  auto close = [&] {
+    if (!cur.members.empty())
+      buckets_.push_back(std::move(cur));
+    cur = Bucket();
+    bytes = 0;
+  };
+  for (size_t k = params_.size(); k-- > 0;) { // reverse registration order
+    const at::Tensor &p = params_[k];
+    if (!cur.members.empty() &&
+        (p.scalar_type() != params_[cur.members[0]].scalar_type() || bytes >= bucketBytes))
+      close();
+    bucketOf_[k] = buckets_.size();
+    cur.members.push_back(k);
+    cur.offsets.push_back(cur.numel);
+    cur.numel += p.numel();
+    bytes += int64_t(p.nbytes());
+  }
+  close();
+}
+
+void Reducer::installHooks() {
+  // The gradient accumulator of a leaf runs after its grad is accumulated;
+  // the variable holds it weakly, so keep it alive here (as DDP does).
+  for (size_t k = 0; k < params_.size(); ++k) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
+    hookKeys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, k](const torch::autograd::variable_list &outputs,
+                  const torch::autograd::variable_list &) {
+          markReady(k);
+          return outputs;
+        })));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+void Reducer::prepare(bool reduce) {
+  armed_ = reduce && group_->size() > 1; // a group of one has nothing to average
+  nextLaunch_ = 0;
+  std::fill(seen_.begin(), seen_.end(), false);
+  for (auto &b : buckets_) {
+    b.pending = b.members.size();
+    b.work.reset();
+  }
+}
+
+void Reducer::markReady(size_t k) {
+  if (!armed_ || seen_[k])
+    return;
+  seen_[k] = true;
+  --buckets_[bucketOf_[k]].pending;
+  while (nextLaunch_ < buckets_.size() && buckets_[nextLaunch_].pending == 0)
+    launch(buckets_[nextLaunch_++]);
+}
+
+void Reducer::launch(Bucket &b) {
+  at::NoGradGuard noGrad;
+  const at::Tensor &first = params_[b.members[0]];
+  if (!b.flat.defined())
+    b.flat = at::empty({b.numel}, first.options().requires_grad(false));
+  for (size_t j = 0; j < b.members.size(); ++j) {
+    const at::Tensor &p = params_[b.members[j]];
+    at::Tensor slot = b.flat.narrow(0, b.offsets[j], p.numel());
+    if (p.grad().defined())
+      slot.copy_(p.grad().detach().reshape({-1}));
+    else
+      slot.zero_();
+  }
+  std::vector<at::Tensor> tensors{b.flat};
+  b.work = group_->allReduce(tensors);
+}
+
+Status Reducer::finish() {
+  if (!armed_)
+    return Status::ok();
+  while (nextLaunch_ < buckets_.size())
+    launch(buckets_[nextLaunch_++]);
+  armed_ = false;
+  at::NoGradGuard noGrad;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket &b = buckets_[i];
+    Status st = b.work->wait(timeout_);
+    if (!st.isOk())
+      return Status::error(fmt::format("gradient reducer on {}: bucket {} of {} (first tensor "
+                                       "'{}'): {}",
+                                       group_->group().describe(), i, buckets_.size(),
+                                       names_[b.members[0]], st.message()),
+                           st.kind());
+    if (average_)
+      b.flat.div_(group_->size());
+    for (size_t j = 0; j < b.members.size(); ++j) {
+      at::Tensor &p = params_[b.members[j]];
+      at::Tensor src = b.flat.narrow(0, b.offsets[j], p.numel()).view(p.sizes());
+      if (p.grad().defined())
+        p.mutable_grad().detach().copy_(src);
+      else
+        p.mutable_grad() = src.clone();
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace nnsc::rt

@@ -1,0 +1,119 @@
+#include "nnsc/Runtime/ShardTable.h"
+
+#include <nlohmann/json.hpp>
+
+#include "nnsc/Support/File.h"
+#include "nnsc/manifest.pb.h"
+
+namespace nnsc::rt {
+
+Expected<proto::RankManifest> loadRankManifest(const std::string &path) {
+  auto bytes = readFile(path);
+  if (!bytes)
+    return bytes.status();
+  proto::RankManifest m;
+  if (!m.ParseFromString(*bytes))
+    return errorf("{}: error: not a rank manifest (protobuf nnsc.proto.RankManifest)", path);
+  return m;
+}
+
+std::string safetensorsCodeOfProtoDType(int dtype) {
+  switch (dtype) {
+  case proto::FLOAT32:
+    return "F32";
+  case proto::FLOAT16:
+    return "F16";
+  case proto::BFLOAT16:
+    return "BF16";
+  case proto::FLOAT64:
+    return "F64";
+  case proto::INT64:
+    return "I64";
+  case proto::INT32:
+    return "I32";
+  case proto::INT16:
+    return "I16";
+  case proto::INT8:
+    return "I8";
+  case proto::UINT8:
+    return "U8";
+  case proto::BOOL:
+    return "BOOL";
+  default:
+    return "";
+  }
+}
+
+std::vector<ShardInfo> shardsOfManifest(const proto::RankManifest &m) {
+  std::vector<ShardInfo> out;
+  for (const auto &s : m.shards()) {
+    ShardInfo i;
+    i.localName = s.local_name();
+    i.originalName = s.original_name();
+    i.aliases.assign(s.aliases().begin(), s.aliases().end());
+    i.fullShape.assign(s.full_shape().begin(), s.full_shape().end());
+    i.shape.assign(s.shape().begin(), s.shape().end());
+    if (s.has_slice() && s.slice().start_size() == s.full_shape_size()) {
+      i.start.assign(s.slice().start().begin(), s.slice().start().end());
+      i.stop.assign(s.slice().stop().begin(), s.slice().stop().end());
+    } else {
+      i.start.assign(i.fullShape.size(), 0);
+      i.stop = i.fullShape;
+    }
+    i.valueIndex = s.has_slice() ? s.slice().value_index() : 0;
+    i.valueChunks = s.has_slice() && s.slice().value_chunks() > 0 ? s.slice().value_chunks() : 1;
+    i.dtype = safetensorsCodeOfProtoDType(s.dtype());
+    i.trainable = s.trainable();
+    i.replicas = s.replicas() > 0 ? s.replicas() : 1;
+    i.reducer = s.reducer();
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+nlohmann::json shardsToJson(const std::vector<ShardInfo> &shards) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto &s : shards)
+    arr.push_back({{"local_name", s.localName},
+                   {"original_name", s.originalName},
+                   {"aliases", s.aliases},
+                   {"full_shape", s.fullShape},
+                   {"shape", s.shape},
+                   {"start", s.start},
+                   {"stop", s.stop},
+                   {"value_index", s.valueIndex},
+                   {"value_chunks", s.valueChunks},
+                   {"dtype", s.dtype},
+                   {"trainable", s.trainable},
+                   {"replicas", s.replicas},
+                   {"reducer", s.reducer}});
+  return arr;
+}
+
+Expected<std::vector<ShardInfo>> shardsFromJson(const nlohmann::json &j, const std::string &file) {
+  std::vector<ShardInfo> out;
+  try {
+    for (const auto &e : j) {
+      ShardInfo s;
+      s.localName = e.at("local_name").get<std::string>();
+      s.originalName = e.at("original_name").get<std::string>();
+      s.aliases = e.at("aliases").get<std::vector<std::string>>();
+      s.fullShape = e.at("full_shape").get<std::vector<int64_t>>();
+      s.shape = e.at("shape").get<std::vector<int64_t>>();
+      s.start = e.at("start").get<std::vector<int64_t>>();
+      s.stop = e.at("stop").get<std::vector<int64_t>>();
+      s.valueIndex = e.at("value_index").get<int>();
+      s.valueChunks = e.at("value_chunks").get<int>();
+      s.dtype = e.at("dtype").get<std::string>();
+      s.trainable = e.at("trainable").get<bool>();
+      s.replicas = e.at("replicas").get<int>();
+      s.reducer = e.value("reducer", -1);
+      out.push_back(std::move(s));
+    }
+  } catch (const nlohmann::json::exception &ex) {
+    return errorf("{}: error: bad shard table: {}", file, ex.what());
+  }
+  return out;
+}
+
+} // namespace nnsc::rt

@@ -1,0 +1,226 @@
+// The training loop of one worker.
+#include "nnsc/Runtime/Trainer.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "TrainerImpl.h"
+#include "TrainerLog.h"
+#include "nnsc/Support/File.h"
+
+namespace nnsc::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The mean of `sum` over `count` contributions across all ranks (ranks
+// without a loss, e.g. early pipeline stages, contribute nothing).
+Expected<double> averageOverRanks(TrainerState &s, double sum, double count) {
+  at::Tensor buf = at::tensor({sum, count}, at::TensorOptions().dtype(at::kDouble));
+  std::vector<at::Tensor> bufs{buf};
+  Status st = s.comm->world().allReduce(bufs)->wait();
+  if (!st.isOk())
+    return st.withContext("averaging the loss over ranks");
+  double total = buf[1].item<double>();
+  return total > 0 ? buf[0].item<double>() / total : 0.0;
+}
+
+Status backward(TrainerState &s, const at::Tensor &loss) {
+  at::Tensor scaled = loss;
+  double scale = s.manifest.loss_scale();
+  if (scale != 0 && scale != 1)
+    scaled = scaled * scale;
+  if (s.config.train.gradAccumulation > 1)
+    scaled = scaled / s.config.train.gradAccumulation; // as `loss / accum` in Python
+  if (!scaled.requires_grad())
+    return errorf("rank{}.py: error: the loss does not depend on any trainable shard", s.env.rank);
+  scaled.backward();
+  return Status::ok();
+}
+
+// One optimizer step: every micro-batch forward and backward, the reducers,
+// clipping, the update. Returns the loss averaged over micro-batches and ranks.
+Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gradNorm) {
+  const int64_t accum = s.config.train.gradAccumulation;
+  double lossSum = 0;
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    for (auto &r : s.reducers)
+      r->prepare(micro == accum - 1);
+    auto loss = forwardLoss(s, s.trainData->trainBatch(s.layout, step, micro));
+    if (!loss)
+      return loss.status();
+    lossSum += loss->detach().item<double>();
+    NNSC_RETURN_IF_ERROR(backward(s, *loss));
+  }
+  for (auto &r : s.reducers)
+    NNSC_RETURN_IF_ERROR(r->finish());
+  GradNormScope scope;
+  scope.dpSize = s.layout.dpSize;
+  if (s.manifest.plan_ngpus() > 1)
+    scope.world = &s.comm->world();
+  auto norm = clipGradNorm(s.trainable, s.trainableReplicas, s.config.optimizer.gradClip, scope);
+  if (!norm)
+    return norm.status();
+  gradNorm = *norm;
+  s.optimizer->step(lr);
+  s.optimizer->zeroGrad();
+  return averageOverRanks(s, lossSum, double(accum));
+}
+
+Expected<double> validate(TrainerState &s) {
+  at::NoGradGuard noGrad;
+  double sum = 0;
+  for (int64_t v = 0; v < s.config.train.valBatches; ++v) {
+    auto loss = forwardLoss(s, s.valData->valBatch(s.layout, v));
+    if (!loss)
+      return loss.status();
+    sum += loss->item<double>();
+  }
+  return averageOverRanks(s, sum, double(s.config.train.valBatches));
+}
+
+bool due(int64_t done, int64_t every, int64_t last) {
+  return done == last || (every > 0 && done % every == 0);
+}
+
+class Loop {
+public:
+  Loop(TrainerState &s, std::ostream &out) : s_(s), out_(out) {}
+
+  Status run() {
+    const auto &t = s_.config.train;
+    if (s_.isLogger())
+      NNSC_RETURN_IF_ERROR(openMetrics());
+    start_ = last_ = Clock::now();
+    lastStep_ = s_.startStep;
+    for (int64_t step = s_.startStep; step < t.steps; ++step) {
+      StepRecord r;
+      r.step = step + 1;
+      r.steps = t.steps;
+      r.lr = s_.schedule->at(step);
+      auto loss = trainStep(s_, step, r.lr, r.gradNorm);
+      if (!loss)
+        return loss.status();
+      r.loss = *loss;
+      NNSC_RETURN_IF_ERROR(afterStep(r));
+    }
+    return Status::ok();
+  }
+
+private:
+  Status afterStep(StepRecord &r) {
+    auto now = Clock::now();
+    double tokens = double(s_.config.train.globalBatchSize) * double(s_.blockSize);
+    r.tokensPerS = tokens / std::max(1e-9, seconds(stepStart_, now));
+    stepStart_ = now;
+    int64_t doneHere = r.step - s_.startStep;
+    r.etaSeconds = seconds(start_, now) / double(doneHere) * double(r.steps - r.step);
+    if (s_.valData && due(r.step, s_.config.train.valEvery, r.steps) &&
+        s_.config.train.valEvery > 0) {
+      auto v = validate(s_);
+      if (!v)
+        return v.status();
+      r.valLoss = *v;
+    }
+    if (s_.isLogger())
+      report(r, now);
+    if (due(r.step, s_.config.checkpoint.every, r.steps))
+      return saveCheckpoint(s_, r.step, r.lr);
+    return Status::ok();
+  }
+
+  void report(StepRecord r, Clock::time_point now) {
+    bool log = due(r.step, s_.config.train.logEvery, r.steps) || r.step == s_.startStep + 1;
+    if (log) {
+      StepRecord shown = r; // throughput over the whole interval since the last line
+      shown.tokensPerS = double(s_.config.train.globalBatchSize) * double(s_.blockSize) *
+                         double(r.step - lastStep_) / std::max(1e-9, seconds(last_, now));
+      out_ << formatProgressLine(shown) << std::endl;
+      last_ = now;
+      lastStep_ = r.step;
+    }
+    if (r.valLoss)
+      out_ << formatValidationLine(r) << std::endl;
+    metrics_ << formatMetricsRecord(r) << '\n';
+    metrics_.flush();
+  }
+
+  Status openMetrics() {
+    const std::string &path = s_.config.metrics;
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty())
+      NNSC_RETURN_IF_ERROR(makeDirs(parent.string()));
+    if (s_.startStep > 0)
+      truncateMetrics(path, s_.startStep);
+    metrics_.open(path, s_.startStep > 0 ? std::ios::app : std::ios::trunc);
+    if (!metrics_)
+      return errorf("{}: error: cannot write the metrics file", path);
+    return Status::ok();
+  }
+
+  TrainerState &s_;
+  std::ostream &out_;
+  std::ofstream metrics_;
+  Clock::time_point start_, last_, stepStart_ = Clock::now();
+  int64_t lastStep_ = 0;
+};
+
+void printBanner(const TrainerState &s, std::ostream &out) {
+  int64_t params = 0;
+  for (const auto &t : s.trainable)
+    params += t.numel();
+  out << fmt::format("nnsc-run: {} ranks ({} data-parallel x {} per copy), model {}, {} "
+                     "trainable elements on rank 0, {} backend",
+                     s.env.worldSize, s.layout.dpSize,
+                     s.manifest.plan_ngpus() > 0 ? s.manifest.plan_ngpus() : 1,
+                     s.manifest.model_name().empty() ? "?" : s.manifest.model_name(),
+                     withThousands(double(params)), s.comm->world().name())
+      << std::endl;
+  if (!s.resumedFrom.empty())
+    out << fmt::format("nnsc-run: resumed from {} at step {}", s.resumedFrom, s.startStep)
+        << std::endl;
+}
+
+Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
+  auto state = setupTrainer(config, env);
+  if (!state)
+    return state.status();
+  TrainerState &s = **state;
+  NNSC_RETURN_IF_ERROR(resumeTrainer(s));
+  if (s.isLogger())
+    printBanner(s, out);
+  Status st = Loop(s, out).run();
+  if (st.isOk())
+    st = s.comm->world().barrier()->wait(); // nobody leaves while others still talk
+  return st;
+}
+
+} // namespace
+
+Status runTrainer(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
+  try {
+    Status st = runTrainerUnchecked(config, env, out);
+    if (st.isOk() || st.message().find("error: ") != std::string::npos)
+      return st;
+    // Errors from communication carry no location; say who saw them.
+    return Status::error(fmt::format("error: rank {}: {}", env.rank, st.message()), st.kind());
+  } catch (const c10::Error &ex) {
+    return Status::internal(
+        fmt::format("error: rank {}: {}", env.rank, ex.what_without_backtrace()));
+  } catch (const std::exception &ex) {
+    return Status::internal(fmt::format("error: rank {}: {}", env.rank, ex.what()));
+  }
+}
+
+} // namespace nnsc::rt

@@ -1,0 +1,109 @@
+// Saving and resuming a trainer worker's checkpoints.
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "TrainerImpl.h"
+#include "TrainerLog.h"
+#include "nnsc/Runtime/Checkpoint.h"
+#include "nnsc/Runtime/CheckpointStore.h"
+#include "nnsc/Support/File.h"
+
+namespace nnsc::rt {
+
+namespace {
+
+Status barrier(TrainerState &s, const char *what) {
+  Status st = s.comm->world().barrier()->wait();
+  return st.isOk() ? st : st.withContext(fmt::format("checkpoint barrier ({})", what));
+}
+
+RankState collectState(TrainerState &s, int64_t step, double lr) {
+  RankState st;
+  CheckpointMeta &m = st.meta;
+  m.step = step;
+  m.dataPosition = step;
+  m.lrSchedule = s.schedule->name();
+  m.baseLr = s.config.optimizer.lr;
+  m.lastLr = lr;
+  m.rngState = cpuRngState();
+  m.configHash = configHash(s.config);
+  m.rank = s.env.rank;
+  m.worldSize = s.env.worldSize;
+  m.dpSize = int(s.layout.dpSize);
+  m.dpRank = int(s.layout.dpRank);
+  m.planNgpus = s.manifest.plan_ngpus() > 0 ? s.manifest.plan_ngpus() : 1;
+  m.modelName = s.manifest.model_name();
+  m.shards = s.shardInfo;
+  for (size_t i = 0; i < s.shards.size(); ++i)
+    st.shards[s.shardInfo[i].localName] = s.shards[i];
+  st.optimizer = s.optimizer->state();
+  return st;
+}
+
+Status checkCompatible(const TrainerState &s, const CheckpointMeta &m, const std::string &dir) {
+  if (m.worldSize != s.env.worldSize || m.dpSize != s.layout.dpSize)
+    return errorf("{}: error: checkpoint was written by {} ranks ({} data-parallel); this job "
+                  "has {} ({})",
+                  dir, m.worldSize, m.dpSize, s.env.worldSize, s.layout.dpSize);
+  if (m.shards.size() != s.shardInfo.size())
+    return errorf("{}: error: rank {} of the checkpoint has {} shards; the program has {}", dir,
+                  s.env.rank, m.shards.size(), s.shardInfo.size());
+  return Status::ok();
+}
+
+Status restoreShards(TrainerState &s, const RankState &st, const std::string &dir) {
+  at::NoGradGuard noGrad;
+  for (size_t i = 0; i < s.shards.size(); ++i) {
+    const std::string &name = s.shardInfo[i].localName;
+    auto it = st.shards.find(name);
+    if (it == st.shards.end() || it->second.sizes() != s.shards[i].sizes())
+      return errorf("{}: error: rank {} lacks shard '{}' of shape [{}]", dir, s.env.rank, name,
+                    fmt::join(s.shards[i].sizes(), ", "));
+    s.shards[i].copy_(it->second);
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status resumeTrainer(TrainerState &s) {
+  auto found = findResumeCheckpoint(s.config.runDir, s.config.checkpoint.resume);
+  if (!found)
+    return found.status();
+  if (!found->has_value())
+    return Status::ok();
+  std::string dir = **found;
+  auto st = readRankCheckpoint(dir, s.env.rank);
+  if (!st)
+    return st.status();
+  NNSC_RETURN_IF_ERROR(checkCompatible(s, st->meta, dir));
+  NNSC_RETURN_IF_ERROR(restoreShards(s, *st, dir));
+  NNSC_RETURN_IF_ERROR(s.optimizer->loadState(st->optimizer, dir));
+  NNSC_RETURN_IF_ERROR(setCpuRngState(st->meta.rngState, dir));
+  if (st->meta.configHash != configHash(s.config) && s.isLogger())
+    fmt::print(stderr,
+               "nnsc-run: warning: {} was written with a different config (hash {} vs {}); "
+               "resuming anyway\n",
+               dir, st->meta.configHash, configHash(s.config));
+  s.startStep = st->meta.dataPosition;
+  s.resumedFrom = dir;
+  return Status::ok();
+}
+
+Status saveCheckpoint(TrainerState &s, int64_t step, double lr) {
+  std::string dir = checkpointDir(s.config.runDir, step);
+  if (s.isLogger()) {
+    NNSC_RETURN_IF_ERROR(makeDirs(dir));
+    NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir)); // a stale one from an earlier run
+  }
+  NNSC_RETURN_IF_ERROR(barrier(s, "before writing"));
+  NNSC_RETURN_IF_ERROR(makeDirs(dir));
+  NNSC_RETURN_IF_ERROR(writeRankCheckpoint(dir, s.env.rank, collectState(s, step, lr)));
+  NNSC_RETURN_IF_ERROR(barrier(s, "after writing"));
+  if (!s.isLogger())
+    return Status::ok();
+  NNSC_RETURN_IF_ERROR(markCheckpointComplete(dir, step));
+  return pruneCheckpoints(s.config.runDir, s.config.checkpoint.keepLast, step);
+}
+
+} // namespace nnsc::rt

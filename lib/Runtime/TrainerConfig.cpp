@@ -1,0 +1,265 @@
+#include "nnsc/Runtime/TrainerConfig.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include "ConfigTree.h"
+#include "TrainerConfigKeys.h"
+#include "nnsc/Support/File.h"
+
+namespace nnsc::rt {
+
+namespace {
+
+const KeySpec *findKey(const std::string &key) {
+  for (const auto &s : trainerConfigKeys())
+    if (s.key == key)
+      return &s;
+  return nullptr;
+}
+
+std::string sectionOf(const std::string &key) {
+  size_t dot = key.rfind('.');
+  return dot == std::string::npos ? std::string() : key.substr(0, dot);
+}
+
+// The keys accepted next to `key`: its section's keys, or the top level's.
+std::string acceptedNear(const std::string &key) {
+  std::string section = sectionOf(key), list;
+  std::set<std::string> seen;
+  for (const auto &s : trainerConfigKeys()) {
+    std::string name;
+    if (sectionOf(s.key) == section)
+      name = section.empty() ? s.key : s.key.substr(section.size() + 1);
+    else if (section.empty())
+      name = s.key.substr(0, s.key.find('.'));
+    if (!name.empty() && seen.insert(name).second)
+      list += (list.empty() ? "" : ", ") + name;
+  }
+  return list;
+}
+
+Status checkKnownKeys(const FlatConfig &flat, const std::string &text) {
+  for (const auto &[key, value] : flat) {
+    if (findKey(key))
+      continue;
+    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
+      if (findKey(key.substr(0, dot)))
+        return Status::error(errorAtValue(
+            value, fmt::format("'{}' takes a single value, not a map", key.substr(0, dot)), text));
+    std::string inside = acceptedNear(key + ".x");
+    if (!inside.empty())
+      return Status::error(errorAtValue(
+          value, fmt::format("'{}' is a section; expected a map of: {}", key, inside), text));
+    std::string section = sectionOf(key);
+    std::string where = section.empty() ? "" : fmt::format(" in section '{}'", section);
+    std::string name = section.empty() ? key : key.substr(section.size() + 1);
+    if (!section.empty() && acceptedNear(key).empty())
+      return Status::error(errorAtValue(
+          value,
+          fmt::format("unknown section '{}'; expected one of: {}", section, acceptedNear("")),
+          text));
+    return Status::error(errorAtValue(
+        value,
+        fmt::format("unknown key '{}'{}; expected one of: {}", name, where, acceptedNear(key)),
+        text));
+  }
+  return Status::ok();
+}
+
+bool parseInt(const std::string &s, int64_t &out) {
+  if (s.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0')
+    return false;
+  out = v;
+  return true;
+}
+
+bool parseFloat(const std::string &s, double &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(v))
+    return false;
+  out = v;
+  return true;
+}
+
+Status typeError(const std::string &key, const ConfigValue &v, const std::string &what,
+                 const std::string &text) {
+  std::string got = v.isList ? "a list" : fmt::format("'{}'", v.items.empty() ? "" : v.items[0]);
+  return Status::error(
+      errorAtValue(v, fmt::format("'{}' must be {}, got {}", key, what, got), text));
+}
+
+Status assignNumber(const KeySpec &s, const ConfigValue &v, TrainerConfig &c,
+                    const std::string &text) {
+  std::string bound = s.min > -1e300 ? fmt::format(" >= {}", s.min) : "";
+  if (s.type == KeyType::Int) {
+    int64_t x = 0;
+    if (v.isList || !parseInt(v.items[0], x) || x < s.min)
+      return typeError(s.key, v, "an integer" + bound, text);
+    s.intRef(c) = x;
+    return Status::ok();
+  }
+  double x = 0;
+  if (v.isList || !parseFloat(v.items[0], x) || x < s.min)
+    return typeError(s.key, v, "a number" + bound, text);
+  s.floatRef(c) = x;
+  return Status::ok();
+}
+
+Status assign(const KeySpec &s, const ConfigValue &v, TrainerConfig &c, const std::string &text) {
+  switch (s.type) {
+  case KeyType::Int:
+  case KeyType::Float:
+    return assignNumber(s, v, c, text);
+  case KeyType::String:
+    if (v.isList)
+      return typeError(s.key, v, "a single value", text);
+    s.strRef(c) = v.items[0];
+    return Status::ok();
+  case KeyType::Choice: {
+    std::string list;
+    for (const auto &ch : s.choices)
+      list += (list.empty() ? "" : ", ") + ch;
+    if (v.isList || std::find(s.choices.begin(), s.choices.end(), v.items[0]) == s.choices.end())
+      return typeError(s.key, v, "one of: " + list, text);
+    s.strRef(c) = v.items[0];
+    return Status::ok();
+  }
+  case KeyType::FloatPair: {
+    double a = 0, b = 0;
+    if (!v.isList || v.items.size() != 2 || !parseFloat(v.items[0], a) ||
+        !parseFloat(v.items[1], b) || a < 0 || a >= 1 || b < 0 || b >= 1)
+      return typeError(s.key, v, "a pair [beta1, beta2] with values in [0, 1)", text);
+    s.setPair(c, a, b);
+    return Status::ok();
+  }
+  }
+  return Status::internal("unhandled config key type");
+}
+
+std::string joined(const ConfigValue &v) {
+  if (!v.isList)
+    return v.items.empty() ? "" : v.items[0];
+  std::string out = "[";
+  for (size_t i = 0; i < v.items.size(); ++i)
+    out += (i ? ", " : "") + v.items[i];
+  return out + "]";
+}
+
+Status checkCrossKeys(const TrainerConfig &c) {
+  auto err = [&](const std::string &key, const std::string &msg) {
+    return Status::error(formatError(c.positionOf(key), msg));
+  };
+  if (c.program.empty())
+    return err("program",
+               "'program' is required: the directory holding rank{r}.py/.pb/.safetensors");
+  if (c.data.kind == "tokens" && c.data.train.empty())
+    return err("data.train", "'data.train' is required when data.kind is 'tokens'");
+  if (c.data.kind == "synthetic" && c.data.vocabSize <= 0)
+    return err("data.vocab_size",
+               "'data.vocab_size' must be positive when data.kind is 'synthetic'");
+  if (c.backend == "nccl" && c.device != "cuda")
+    return err("backend", "backend 'nccl' needs device 'cuda'");
+  if (c.backend == "gloo" && c.device == "cuda")
+    return err("backend", "backend 'gloo' is for device 'cpu'; use 'nccl' or 'auto' with cuda");
+  return Status::ok();
+}
+
+} // namespace
+
+SourcePos TrainerConfig::positionOf(const std::string &key) const {
+  auto it = positions.find(key);
+  return it == positions.end() ? SourcePos{path} : it->second;
+}
+
+Expected<TrainerConfig> parseTrainerConfig(const std::string &text, const std::string &path,
+                                           const std::vector<std::string> &overrides,
+                                           const EnvLookup &env) {
+  auto flat = flattenYaml(text, path);
+  if (!flat)
+    return flat.status();
+  for (const auto &o : overrides)
+    NNSC_RETURN_IF_ERROR(applyOverride(*flat, o));
+  NNSC_RETURN_IF_ERROR(checkKnownKeys(*flat, text));
+  for (const auto &s : trainerConfigKeys())
+    if (!flat->count(s.key)) {
+      ConfigValue v = valueFromText(s.def);
+      v.pos = {path};
+      (*flat)[s.key] = v;
+    }
+  NNSC_RETURN_IF_ERROR(interpolate(*flat, env, text));
+  TrainerConfig c;
+  c.path = path;
+  for (const auto &s : trainerConfigKeys()) {
+    const ConfigValue &v = (*flat)[s.key];
+    NNSC_RETURN_IF_ERROR(assign(s, v, c, text));
+    c.positions[s.key] = v.pos;
+    c.resolved[s.key] = joined(v);
+  }
+  NNSC_RETURN_IF_ERROR(checkCrossKeys(c));
+  return c;
+}
+
+Expected<TrainerConfig> loadTrainerConfig(const std::string &path,
+                                          const std::vector<std::string> &overrides) {
+  auto text = readFile(path);
+  if (!text)
+    return text.status();
+  return parseTrainerConfig(*text, path, overrides, processEnv());
+}
+
+Status checkBatchSizes(TrainerConfig &c, int64_t dpSize) {
+  int64_t product = c.train.microBatchSize * dpSize * c.train.gradAccumulation;
+  if (c.train.globalBatchSize == 0) {
+    c.train.globalBatchSize = product;
+    return Status::ok();
+  }
+  if (c.train.globalBatchSize == product)
+    return Status::ok();
+  return Status::error(formatError(
+      c.positionOf("train.global_batch_size"),
+      fmt::format("train.global_batch_size is {} but train.micro_batch_size ({}) × data-parallel "
+                  "size ({}) × train.grad_accumulation ({}) = {}",
+                  c.train.globalBatchSize, c.train.microBatchSize, dpSize, c.train.gradAccumulation,
+                  product)));
+}
+
+std::string describeConfig(const TrainerConfig &c) {
+  std::string out;
+  for (const auto &[key, value] : c.resolved)
+    out += fmt::format("{}: {}\n", key, value);
+  return out;
+}
+
+std::string configHash(const TrainerConfig &c) {
+  static const std::set<std::string> kIgnored = {"run_dir",           "threads",
+                                                 "backend",           "comm_timeout_s",
+                                                 "train.steps",       "train.log_every",
+                                                 "train.val_every",   "train.val_batches",
+                                                 "checkpoint.every",  "checkpoint.keep_last",
+                                                 "checkpoint.resume", "metrics",
+                                                 "data.val"};
+  uint64_t h = 1469598103934665603ull; // FNV-1a
+  for (const auto &[key, value] : c.resolved) {
+    if (kIgnored.count(key))
+      continue;
+    for (char ch : key + "=" + value + "\n") {
+      h ^= static_cast<unsigned char>(ch);
+      h *= 1099511628211ull;
+    }
+  }
+  return fmt::format("{:016x}", h);
+}
+
+} // namespace nnsc::rt

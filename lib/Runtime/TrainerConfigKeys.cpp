@@ -1,0 +1,134 @@
+#include "TrainerConfigKeys.h"
+
+namespace nnsc::rt {
+
+namespace {
+
+using C = TrainerConfig;
+
+KeySpec spec(const char *key, KeyType type, const char *def) {
+  KeySpec s;
+  s.key = key;
+  s.type = type;
+  s.def = def;
+  return s;
+}
+
+KeySpec intKey(const char *key, const char *def, double min, std::function<int64_t &(C &)> ref) {
+  KeySpec s = spec(key, KeyType::Int, def);
+  s.min = min;
+  s.intRef = std::move(ref);
+  return s;
+}
+
+KeySpec floatKey(const char *key, const char *def, double min, std::function<double &(C &)> ref) {
+  KeySpec s = spec(key, KeyType::Float, def);
+  s.min = min;
+  s.floatRef = std::move(ref);
+  return s;
+}
+
+KeySpec stringKey(const char *key, const char *def, std::function<std::string &(C &)> ref) {
+  KeySpec s = spec(key, KeyType::String, def);
+  s.strRef = std::move(ref);
+  return s;
+}
+
+KeySpec choiceKey(const char *key, const char *def, std::vector<std::string> choices,
+                  std::function<std::string &(C &)> ref) {
+  KeySpec s = spec(key, KeyType::Choice, def);
+  s.choices = std::move(choices);
+  s.strRef = std::move(ref);
+  return s;
+}
+
+std::vector<KeySpec> buildKeys() {
+  std::vector<KeySpec> k;
+  k.push_back(stringKey(
+      "program", "", [](C & c) -> auto & { return c.program; }));
+  k.push_back(stringKey(
+      "run_dir", "run", [](C & c) -> auto & { return c.runDir; }));
+  k.push_back(intKey(
+      "seed", "0", 0, [](C & c) -> auto & { return c.seed; }));
+  k.push_back(intKey(
+      "threads", "0", 0, [](C & c) -> auto & { return c.threads; }));
+  k.push_back(choiceKey(
+      "device", "cpu", {"cpu", "cuda"}, [](C & c) -> auto & { return c.device; }));
+  k.push_back(choiceKey(
+      "backend", "auto", {"auto", "gloo", "nccl"}, [](C & c) -> auto & { return c.backend; }));
+  k.push_back(floatKey(
+      "comm_timeout_s", "120", 1e-3, [](C & c) -> auto & { return c.commTimeoutS; }));
+  k.push_back(choiceKey(
+      "data.kind", "tokens", {"tokens", "synthetic"}, [](C & c) -> auto & { return c.data.kind; }));
+  k.push_back(stringKey(
+      "data.train", "", [](C & c) -> auto & { return c.data.train; }));
+  k.push_back(stringKey(
+      "data.val", "", [](C & c) -> auto & { return c.data.val; }));
+  k.push_back(choiceKey(
+      "data.dtype", "uint16", {"uint16", "int32"}, [](C & c) -> auto & { return c.data.dtype; }));
+  k.push_back(intKey(
+      "data.block_size", "0", 0, [](C & c) -> auto & { return c.data.blockSize; }));
+  k.push_back(intKey(
+      "data.vocab_size", "0", 0, [](C & c) -> auto & { return c.data.vocabSize; }));
+  k.push_back(intKey(
+      "train.steps", "100", 1, [](C & c) -> auto & { return c.train.steps; }));
+  k.push_back(intKey(
+      "train.micro_batch_size", "0", 0, [](C & c) -> auto & { return c.train.microBatchSize; }));
+  k.push_back(intKey(
+      "train.grad_accumulation", "1", 1, [](C & c) -> auto & { return c.train.gradAccumulation; }));
+  k.push_back(intKey(
+      "train.global_batch_size", "0", 0, [](C & c) -> auto & { return c.train.globalBatchSize; }));
+  k.push_back(intKey(
+      "train.log_every", "10", 1, [](C & c) -> auto & { return c.train.logEvery; }));
+  k.push_back(intKey(
+      "train.val_every", "0", 0, [](C & c) -> auto & { return c.train.valEvery; }));
+  k.push_back(intKey(
+      "train.val_batches", "20", 1, [](C & c) -> auto & { return c.train.valBatches; }));
+  k.push_back(choiceKey(
+      "optimizer.name", "adamw", {"adamw", "adam", "sgd"},
+      [](C & c) -> auto & { return c.optimizer.name; }));
+  k.push_back(floatKey(
+      "optimizer.lr", "1e-3", 0, [](C & c) -> auto & { return c.optimizer.lr; }));
+  KeySpec betas = spec("optimizer.betas", KeyType::FloatPair, "[0.9, 0.999]");
+  betas.setPair = [](C &c, double b1, double b2) {
+    c.optimizer.beta1 = b1;
+    c.optimizer.beta2 = b2;
+  };
+  k.push_back(betas);
+  k.push_back(floatKey(
+      "optimizer.eps", "1e-8", 0, [](C & c) -> auto & { return c.optimizer.eps; }));
+  k.push_back(floatKey(
+      "optimizer.weight_decay", "0.0", 0, [](C & c) -> auto & { return c.optimizer.weightDecay; }));
+  k.push_back(floatKey(
+      "optimizer.momentum", "0.0", 0, [](C & c) -> auto & { return c.optimizer.momentum; }));
+  k.push_back(floatKey(
+      "optimizer.grad_clip", "0.0", 0, [](C & c) -> auto & { return c.optimizer.gradClip; }));
+  k.push_back(choiceKey(
+      "lr_schedule.name", "constant", {"constant", "cosine"},
+      [](C & c) -> auto & { return c.lrSchedule.name; }));
+  k.push_back(intKey(
+      "lr_schedule.warmup_steps", "0", 0,
+      [](C & c) -> auto & { return c.lrSchedule.warmupSteps; }));
+  k.push_back(intKey(
+      "lr_schedule.decay_steps", "0", 0, [](C & c) -> auto & { return c.lrSchedule.decaySteps; }));
+  k.push_back(floatKey(
+      "lr_schedule.min_lr", "0.0", 0, [](C & c) -> auto & { return c.lrSchedule.minLr; }));
+  k.push_back(intKey(
+      "checkpoint.every", "0", 0, [](C & c) -> auto & { return c.checkpoint.every; }));
+  k.push_back(intKey(
+      "checkpoint.keep_last", "3", 0, [](C & c) -> auto & { return c.checkpoint.keepLast; }));
+  k.push_back(stringKey(
+      "checkpoint.resume", "auto", [](C & c) -> auto & { return c.checkpoint.resume; }));
+  k.push_back(stringKey(
+      "metrics", "${run_dir}/metrics.jsonl", [](C & c) -> auto & { return c.metrics; }));
+  return k;
+}
+
+} // namespace
+
+const std::vector<KeySpec> &trainerConfigKeys() {
+  static const std::vector<KeySpec> keys = buildKeys();
+  return keys;
+}
+
+} // namespace nnsc::rt

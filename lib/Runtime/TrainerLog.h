@@ -1,0 +1,38 @@
+#pragma once
+// Progress lines and metrics records of the trainer (no LibTorch).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace nnsc::rt {
+
+struct StepRecord {
+  int64_t step = 0;  ///< steps completed (1-based in the log)
+  int64_t steps = 0; ///< train.steps
+  double loss = 0, lr = 0, gradNorm = 0, tokensPerS = 0;
+  double etaSeconds = 0;
+  std::optional<double> valLoss;
+};
+
+/// "step 40/200 | loss 2.4312 | lr 9.8e-04 | grad-norm 0.842 | 11,204 tok/s | eta 0:01:23"
+std::string formatProgressLine(const StepRecord &r);
+
+/// "step 40/200 | val loss 2.1034"
+std::string formatValidationLine(const StepRecord &r);
+
+/// One JSON object: {"step", "loss", "lr", "grad_norm", "tokens_per_s"[, "val_loss"]}.
+std::string formatMetricsRecord(const StepRecord &r);
+
+/// 11204.3 -> "11,204".
+std::string withThousands(double value);
+
+/// 83 -> "0:01:23".
+std::string formatDuration(double seconds);
+
+/// Keeps the records of steps <= `step` in the metrics file at `path` (a
+/// resumed run rewrites what the interrupted one logged after its
+/// checkpoint); a missing file is fine.
+void truncateMetrics(const std::string &path, int64_t step);
+
+} // namespace nnsc::rt

@@ -1,0 +1,279 @@
+// Building a trainer worker from its config and rank manifest.
+#include <filesystem>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/python/update_graph_executor_opt.h>
+
+#include "TensorIO.h"
+#include "TrainerImpl.h"
+#include "nnsc/Support/Safetensors.h"
+
+namespace nnsc::rt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string inProgram(const TrainerState &s, const std::string &name) {
+  return (fs::path(s.programDir) / name).string();
+}
+
+Status loadManifest(TrainerState &s) {
+  std::string path = inProgram(s, fmt::format("rank{}.pb", s.env.rank));
+  auto m = loadRankManifest(path);
+  if (!m)
+    return m.status();
+  s.manifest = m.take();
+  if (s.manifest.world_size() != s.env.worldSize)
+    return errorf("{}: error: the program is for {} ranks but this job has {} (from {})", path,
+                  s.manifest.world_size(), s.env.worldSize, s.env.source);
+  if (s.manifest.loss_output() < 0)
+    return errorf("{}: error: the program has no loss output to train on", path);
+  s.shardInfo = shardsOfManifest(s.manifest);
+  return Status::ok();
+}
+
+Status loadShards(TrainerState &s) {
+  std::string name = s.manifest.weights().empty() ? fmt::format("rank{}.safetensors", s.env.rank)
+                                                  : s.manifest.weights();
+  std::string path = inProgram(s, name);
+  auto file = SafetensorsFile::open(path);
+  if (!file)
+    return file.status();
+  for (const ShardInfo &info : s.shardInfo) {
+    const SafetensorsEntry *e = (*file)->find(info.localName);
+    if (!e)
+      e = (*file)->find(info.originalName);
+    if (!e)
+      return errorf("{}: error: no tensor '{}' (shard of '{}')", path, info.localName,
+                    info.originalName);
+    auto t = tensorFromEntry(*e, path);
+    if (!t)
+      return t.status();
+    if (t->sizes().vec() != info.shape)
+      return errorf("{}: error: tensor '{}' has shape [{}]; the manifest says [{}]", path, e->name,
+                    fmt::join(t->sizes(), ", "), fmt::join(info.shape, ", "));
+    at::Tensor leaf = t->to(s.device);
+    if (info.trainable) {
+      leaf.requires_grad_(true);
+      s.trainable.push_back(leaf);
+      s.trainableReplicas.push_back(info.replicas);
+    }
+    s.shards.push_back(leaf);
+  }
+  return Status::ok();
+}
+
+Status bindArguments(TrainerState &s, const std::string &file) {
+  std::string entry = s.manifest.entry();
+  if (entry.empty() && s.program->functions().size() == 1)
+    entry = s.program->functions()[0];
+  NNSC_RETURN_IF_ERROR(s.program->setEntry(entry));
+  auto names = s.program->argumentNames(entry);
+  if (!names)
+    return names.status();
+  std::map<std::string, int> shardIndex, inputIndex;
+  for (size_t i = 0; i < s.shardInfo.size(); ++i)
+    shardIndex[s.shardInfo[i].localName] = int(i);
+  for (int i = 0; i < s.manifest.inputs_size() && i < 2; ++i)
+    inputIndex[s.manifest.inputs(i).name()] = i;
+  for (const auto &n : *names) {
+    ArgBinding b;
+    if (shardIndex.count(n))
+      b.shard = shardIndex[n];
+    else if (inputIndex.count(n))
+      b.input = inputIndex[n];
+    else if (n == "device")
+      b.device = true;
+    else
+      return errorf("{}: error: argument '{}' of {} is neither a shard, nor one of the first "
+                    "two inputs (x, y) of rank{}.pb, nor 'device'",
+                    file, n, entry, s.env.rank);
+    s.args.push_back(b);
+  }
+  return Status::ok();
+}
+
+Status compileProgram(TrainerState &s) {
+  std::string name =
+      s.manifest.program().empty() ? fmt::format("rank{}.py", s.env.rank) : s.manifest.program();
+  std::string path = inProgram(s, name);
+  auto program = Program::load(path);
+  if (!program)
+    return program.status();
+  s.program.emplace(program.take());
+  return bindArguments(s, path);
+}
+
+Status connect(TrainerState &s) {
+  CommOptions opts;
+  opts.backend =
+      s.config.backend == "auto" ? (s.config.device == "cuda" ? "nccl" : "gloo") : s.config.backend;
+  opts.timeout = std::chrono::milliseconds(int64_t(s.config.commTimeoutS * 1000));
+  auto world = CommWorld::create(s.env, opts);
+  if (!world)
+    return world.status();
+  s.comm = world.take();
+  return s.comm->addGroups(groupSpecs(s.manifest));
+}
+
+Status buildReducers(TrainerState &s) {
+  std::map<std::string, int> shardIndex;
+  for (size_t i = 0; i < s.shardInfo.size(); ++i)
+    shardIndex[s.shardInfo[i].localName] = int(i);
+  auto timeout = std::chrono::milliseconds(int64_t(s.config.commTimeoutS * 1000));
+  for (int r = 0; r < s.manifest.reducers_size(); ++r) {
+    const auto &spec = s.manifest.reducers(r);
+    auto group = s.comm->group(spec.group());
+    if (!group)
+      return errorf("rank{}.pb: error: reducer {} uses group {}, which this rank is not in",
+                    s.env.rank, r, spec.group());
+    std::vector<at::Tensor> params;
+    std::vector<std::string> names;
+    for (const auto &n : spec.shards()) {
+      auto it = shardIndex.find(n);
+      if (it == shardIndex.end() || !s.shardInfo[it->second].trainable)
+        return errorf("rank{}.pb: error: reducer {} names '{}', which is not a trainable shard",
+                      s.env.rank, r, n);
+      params.push_back(s.shards[it->second]);
+      names.push_back(n);
+    }
+    s.reducers.push_back(std::make_unique<Reducer>(group, params, names, spec.bucket_bytes(),
+                                                   spec.average(), timeout));
+  }
+  return Status::ok();
+}
+
+void buildOptimizer(TrainerState &s) {
+  std::vector<OptimParam> params;
+  for (size_t i = 0; i < s.shardInfo.size(); ++i)
+    if (s.shardInfo[i].trainable)
+      params.push_back(
+          {s.shardInfo[i].localName, s.shards[i], s.shardInfo[i].fullShape.size() >= 2});
+  s.optimizer = std::make_unique<Optimizer>(s.config.optimizer, std::move(params));
+  s.schedule = std::make_unique<LrSchedule>(s.config.lrSchedule, s.config.optimizer.lr,
+                                            s.config.train.steps);
+}
+
+// micro_batch_size and block_size come from the program's first input
+// ([B, T] token ids); the config may restate them but not change them.
+Status checkShapes(TrainerState &s) {
+  if (s.manifest.inputs_size() < 1 || s.manifest.inputs(0).shape_size() != 2)
+    return errorf("rank{}.pb: error: nnsc-run feeds token ids [micro_batch_size, block_size]; "
+                  "the program's first input is not 2-D",
+                  s.env.rank);
+  const auto &in = s.manifest.inputs(0);
+  int64_t b = in.shape(0), t = in.shape(1);
+  auto &train = s.config.train;
+  auto mismatch = [&](const char *key, int64_t got, int64_t want) {
+    return Status::error(formatError(
+        s.config.positionOf(key),
+        fmt::format("{} is {} but the program was generated for {} (rank{}.pb input '{}' has "
+                    "shape [{}, {}])",
+                    key, got, want, s.env.rank, in.name(), b, t)));
+  };
+  if (train.microBatchSize != 0 && train.microBatchSize != b)
+    return mismatch("train.micro_batch_size", train.microBatchSize, b);
+  if (s.config.data.blockSize != 0 && s.config.data.blockSize != t)
+    return mismatch("data.block_size", s.config.data.blockSize, t);
+  train.microBatchSize = b;
+  s.blockSize = t;
+  for (int i = 0; i < 2 && i < s.manifest.inputs_size(); ++i) {
+    auto type = scalarTypeOfCode(safetensorsCodeOfProtoDType(s.manifest.inputs(i).dtype()));
+    s.inputTypes.push_back(type.value_or(at::kLong));
+  }
+  s.layout = {b, train.gradAccumulation, s.manifest.dp_size() > 0 ? s.manifest.dp_size() : 1,
+              s.manifest.dp_rank()};
+  return checkBatchSizes(s.config, s.layout.dpSize);
+}
+
+Status openData(TrainerState &s) {
+  const DataConfig &d = s.config.data;
+  uint64_t seed = uint64_t(s.config.seed);
+  auto open = [&](const std::string &path, uint64_t salt) -> Expected<TokenDataset> {
+    if (d.kind == "synthetic")
+      return TokenDataset::create(syntheticTokens(d.vocabSize, seed + salt), s.blockSize, seed,
+                                  "synthetic data");
+    auto src = openTokenFile(path, d.dtype);
+    if (!src)
+      return src.status();
+    return TokenDataset::create(*src, s.blockSize, seed, path);
+  };
+  auto train = open(d.train, 0);
+  if (!train)
+    return train.status();
+  s.trainData.emplace(train.take());
+  if (s.config.train.valEvery > 0 && d.kind == "tokens" && d.val.empty())
+    return Status::error(formatError(s.config.positionOf("train.val_every"),
+                                     "train.val_every is set but data.val names no file"));
+  if (d.kind == "synthetic" || !d.val.empty()) {
+    auto val = open(d.val, 1);
+    if (!val)
+      return val.status();
+    s.valData.emplace(val.take());
+  }
+  return Status::ok();
+}
+
+void seedAndThreads(TrainerState &s) {
+  int64_t threads = s.config.threads;
+  if (threads <= 0)
+    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() /
+                                       std::max(1, s.env.localWorldSize));
+  at::set_num_threads(int(threads));
+  // The graph executor's optimizations (profiling, autodiff subgraphs)
+  // change numerics from the third call on; without them step N computes the
+  // same bits in a fresh (resumed) process as in a long-running one.
+  torch::jit::setGraphExecutorOptimize(false);
+  // Data-parallel copies draw different dropout masks; ranks of one copy
+  // (tensor parallel) the same ones.
+  at::manual_seed(uint64_t(s.config.seed) + uint64_t(s.manifest.dp_rank()));
+}
+
+} // namespace
+
+Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config,
+                                                     const LaunchEnv &env) {
+  auto s = std::make_unique<TrainerState>();
+  s->config = config;
+  s->env = env;
+  s->programDir = config.program;
+  if (config.device == "cuda")
+    s->device = at::Device(at::kCUDA, env.localRank);
+  NNSC_RETURN_IF_ERROR(loadManifest(*s));
+  NNSC_RETURN_IF_ERROR(checkShapes(*s));
+  NNSC_RETURN_IF_ERROR(openData(*s));
+  NNSC_RETURN_IF_ERROR(loadShards(*s));
+  NNSC_RETURN_IF_ERROR(compileProgram(*s));
+  NNSC_RETURN_IF_ERROR(connect(*s));
+  NNSC_RETURN_IF_ERROR(buildReducers(*s));
+  buildOptimizer(*s);
+  seedAndThreads(*s);
+  return s;
+}
+
+Expected<at::Tensor> forwardLoss(TrainerState &s, const TokenBatch &batch) {
+  std::vector<c10::IValue> args;
+  for (const ArgBinding &b : s.args) {
+    if (b.shard >= 0 || b.device) {
+      args.emplace_back(b.device ? c10::IValue(s.device) : c10::IValue(s.shards[b.shard]));
+      continue;
+    }
+    const std::vector<int64_t> &ids = b.input == 0 ? batch.x : batch.y;
+    at::Tensor t = at::from_blob(const_cast<int64_t *>(ids.data()), {batch.batch, batch.block},
+                                 at::TensorOptions().dtype(at::kLong));
+    args.emplace_back(t.to(s.device, s.inputTypes[b.input], false, true));
+  }
+  auto outputs = s.program->run(std::move(args));
+  if (!outputs)
+    return outputs.status();
+  int idx = s.manifest.loss_output();
+  if (idx >= int(outputs->size()) || !(*outputs)[idx].defined())
+    return errorf("rank{}.py: error: the program returned {} outputs; the loss is output {}",
+                  s.env.rank, outputs->size(), idx);
+  return (*outputs)[idx];
+}
+
+} // namespace nnsc::rt

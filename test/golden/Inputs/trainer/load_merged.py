@@ -1,0 +1,38 @@
+"""load_merged.py MERGED.pt [--reference FINAL.pt] [--initial MODEL.pt]
+
+Loads a merged checkpoint into the nanoGPT tiny model with load_state_dict
+(strict), and optionally compares it with a reference state_dict (within
+1e-5) or with a TorchScript archive's initial weights (exactly).
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..",
+                                "examples", "nanogpt"))
+from model import CONFIGS, GPT  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("merged")
+    ap.add_argument("--reference")
+    ap.add_argument("--initial")
+    args = ap.parse_args()
+    sd = torch.load(args.merged)
+    model = GPT(CONFIGS["tiny"])
+    print("load_state_dict:", model.load_state_dict(sd))
+    if args.reference:
+        ref = torch.load(args.reference)
+        diff = max(float((sd[k] - v).abs().max()) for k, v in ref.items())
+        print("matches reference" if diff <= 1e-5 else f"differs from reference by {diff}")
+    if args.initial:
+        init = torch.jit.load(args.initial).state_dict()
+        same = all(torch.equal(sd[k], v) for k, v in init.items())
+        print("equals the initial weights" if same else "differs from the initial weights")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+// Checkpoint directories: COMPLETE markers, resume discovery, keep-last.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "nnsc/Runtime/CheckpointStore.h"
+#include "nnsc/Support/File.h"
+
+using namespace nnsc;
+using namespace nnsc::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string freshRunDir(const char *name) {
+  auto dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void makeCheckpoint(const std::string &run, int64_t step, bool complete) {
+  std::string dir = checkpointDir(run, step);
+  REQUIRE(makeDirs(dir).isOk());
+  REQUIRE(writeFileAtomic(dir + "/rank0.json", "{}").isOk());
+  if (complete)
+    REQUIRE(markCheckpointComplete(dir, step).isOk());
+}
+
+} // namespace
+
+TEST_CASE("checkpoint store: layout and step names", "[runtime][checkpoint]") {
+  CHECK(checkpointDir("runs/a", 40) == "runs/a/checkpoints/step-40");
+  CHECK(checkpointStep("runs/a/checkpoints/step-40") == 40);
+  CHECK(checkpointStep("runs/a/checkpoints/step-40/") == 40);
+  CHECK(!checkpointStep("runs/a/checkpoints/latest"));
+}
+
+TEST_CASE("checkpoint store: resume picks the newest complete one", "[runtime][checkpoint]") {
+  std::string run = freshRunDir("nnsc-ckpt-resume");
+  auto none = findResumeCheckpoint(run, "auto");
+  REQUIRE(none.isOk());
+  CHECK(!none->has_value());
+  makeCheckpoint(run, 10, true);
+  makeCheckpoint(run, 20, true);
+  makeCheckpoint(run, 30, false); // interrupted while writing
+  CHECK(listCheckpoints(run) == std::vector<int64_t>{10, 20});
+  CHECK(listCheckpoints(run, true) == std::vector<int64_t>{10, 20, 30});
+  auto found = findResumeCheckpoint(run, "auto");
+  REQUIRE(found.isOk());
+  CHECK(**found == checkpointDir(run, 20));
+  auto never = findResumeCheckpoint(run, "never");
+  REQUIRE(never.isOk());
+  CHECK(!never->has_value());
+  auto explicitDir = findResumeCheckpoint(run, checkpointDir(run, 10));
+  REQUIRE(explicitDir.isOk());
+  CHECK(**explicitDir == checkpointDir(run, 10));
+  auto partial = findResumeCheckpoint(run, checkpointDir(run, 30));
+  REQUIRE(!partial.isOk());
+  CHECK_THAT(partial.status().message(), Catch::Contains("incomplete (no COMPLETE marker)"));
+  fs::remove_all(run);
+}
+
+TEST_CASE("checkpoint store: keep_last prunes old and interrupted ones", "[runtime][checkpoint]") {
+  std::string run = freshRunDir("nnsc-ckpt-prune");
+  for (int64_t s : {10, 20, 30})
+    makeCheckpoint(run, s, true);
+  makeCheckpoint(run, 35, false);
+  makeCheckpoint(run, 40, true);
+  REQUIRE(pruneCheckpoints(run, 2, 40).isOk());
+  CHECK(listCheckpoints(run, true) == std::vector<int64_t>{30, 40});
+  REQUIRE(pruneCheckpoints(run, 0, 40).isOk()); // 0 keeps all
+  CHECK(listCheckpoints(run) == std::vector<int64_t>{30, 40});
+  makeCheckpoint(run, 50, false); // newer than the newest complete: left alone
+  REQUIRE(pruneCheckpoints(run, 1, 40).isOk());
+  CHECK(listCheckpoints(run, true) == std::vector<int64_t>{40, 50});
+  fs::remove_all(run);
+}
+
+TEST_CASE("checkpoint store: unmark before rewriting", "[runtime][checkpoint]") {
+  std::string run = freshRunDir("nnsc-ckpt-unmark");
+  makeCheckpoint(run, 5, true);
+  REQUIRE(isCompleteCheckpoint(checkpointDir(run, 5)));
+  REQUIRE(unmarkCheckpoint(checkpointDir(run, 5)).isOk());
+  CHECK(!isCompleteCheckpoint(checkpointDir(run, 5)));
+  fs::remove_all(run);
+}

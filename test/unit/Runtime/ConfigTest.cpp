@@ -1,0 +1,171 @@
+// Trainer config: defaults, overrides, interpolation, typed errors with
+// positions, and the batch-size check.
+#include <catch2/catch.hpp>
+
+#include "nnsc/Runtime/TrainerConfig.h"
+
+using namespace nnsc;
+using namespace nnsc::rt;
+
+namespace {
+
+EnvLookup fakeEnv() {
+  return [](const std::string &name) -> std::optional<std::string> {
+    if (name == "DATA_ROOT")
+      return std::string("/data");
+    return std::nullopt;
+  };
+}
+
+Expected<TrainerConfig> parse(const std::string &text, std::vector<std::string> overrides = {}) {
+  return parseTrainerConfig(text, "cfg.yaml", overrides, fakeEnv());
+}
+
+const char *kBase = "program: out/gpt\n"
+                    "run_dir: runs/a\n"
+                    "data:\n"
+                    "  train: ${env:DATA_ROOT}/train.bin\n"
+                    "  val: ${data.train}.val\n"
+                    "train:\n"
+                    "  steps: 20\n"
+                    "  micro_batch_size: 4\n"
+                    "optimizer:\n"
+                    "  lr: 6e-4\n"
+                    "  betas: [0.9, 0.95]\n";
+
+} // namespace
+
+TEST_CASE("config: defaults and typed values", "[runtime][config]") {
+  auto c = parse(kBase);
+  REQUIRE(c.isOk());
+  CHECK(c->program == "out/gpt");
+  CHECK(c->train.steps == 20);
+  CHECK(c->train.gradAccumulation == 1);
+  CHECK(c->optimizer.name == "adamw");
+  CHECK(c->optimizer.lr == 6e-4);
+  CHECK(c->optimizer.beta1 == 0.9);
+  CHECK(c->optimizer.beta2 == 0.95);
+  CHECK(c->optimizer.eps == 1e-8);
+  CHECK(c->checkpoint.resume == "auto");
+  CHECK(c->checkpoint.keepLast == 3);
+  CHECK(c->commTimeoutS == 120);
+}
+
+TEST_CASE("config: interpolation of keys, env and defaults", "[runtime][config]") {
+  auto c = parse(kBase);
+  REQUIRE(c.isOk());
+  CHECK(c->data.train == "/data/train.bin");
+  CHECK(c->data.val == "/data/train.bin.val");
+  CHECK(c->metrics == "runs/a/metrics.jsonl"); // default "${run_dir}/metrics.jsonl"
+}
+
+TEST_CASE("config: command-line overrides win and are interpolated", "[runtime][config]") {
+  auto c = parse(kBase, {"--train.steps=7", "--run_dir=runs/b", "--optimizer.betas=[0.8, 0.9]",
+                         "--lr_schedule.name=cosine"});
+  REQUIRE(c.isOk());
+  CHECK(c->train.steps == 7);
+  CHECK(c->metrics == "runs/b/metrics.jsonl");
+  CHECK(c->optimizer.beta1 == 0.8);
+  CHECK(c->lrSchedule.name == "cosine");
+}
+
+TEST_CASE("config: unknown key names its position and the accepted keys", "[runtime][config]") {
+  auto c = parse(std::string(kBase) + "  stepz: 3\n");
+  REQUIRE(!c.isOk());
+  CHECK_THAT(c.status().message(),
+             Catch::StartsWith("cfg.yaml:12:3: error: unknown key 'stepz' in section 'optimizer'; "
+                               "expected one of: name, lr, betas, eps, weight_decay, momentum, "
+                               "grad_clip"));
+  CHECK_THAT(c.status().message(), Catch::Contains("  stepz: 3\n    ^"));
+}
+
+TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
+  auto c = parse("program: p\nprogam: q\n");
+  REQUIRE(!c.isOk());
+  CHECK_THAT(c.status().message(),
+             Catch::StartsWith("cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
+                               "program, run_dir, seed, threads, device, backend, comm_timeout_s, "
+                               "data, train, optimizer, lr_schedule, checkpoint, metrics"));
+  auto s = parse("program: p\nmodel:\n  dim: 3\n");
+  REQUIRE(!s.isOk());
+  CHECK_THAT(s.status().message(),
+             Catch::StartsWith("cfg.yaml:3:3: error: unknown section 'model'"));
+}
+
+TEST_CASE("config: unknown override key", "[runtime][config]") {
+  auto c = parse(kBase, {"--train.stepz=3"});
+  REQUIRE(!c.isOk());
+  CHECK_THAT(c.status().message(),
+             Catch::StartsWith("command line: error: unknown key 'stepz' in section 'train'"));
+  CHECK_THAT(c.status().message(), Catch::Contains("(in '--train.stepz=3')"));
+}
+
+TEST_CASE("config: mistyped values", "[runtime][config]") {
+  auto c = parse(std::string(kBase) + "  eps: tiny\n");
+  REQUIRE(!c.isOk());
+  CHECK_THAT(
+      c.status().message(),
+      Catch::StartsWith("cfg.yaml:12:3: error: 'optimizer.eps' must be a number >= 0, got 'tiny'"));
+  auto d = parse(kBase, {"--optimizer.name=lamb"});
+  REQUIRE(!d.isOk());
+  CHECK_THAT(d.status().message(),
+             Catch::Contains("'optimizer.name' must be one of: adamw, adam, sgd, got 'lamb'"));
+  auto e = parse(kBase, {"--train.steps=2.5"});
+  REQUIRE(!e.isOk());
+  CHECK_THAT(e.status().message(), Catch::Contains("'train.steps' must be an integer >= 1"));
+  auto f = parse(kBase, {"--optimizer.betas=0.9"});
+  REQUIRE(!f.isOk());
+  CHECK_THAT(f.status().message(), Catch::Contains("a pair [beta1, beta2]"));
+  auto g = parse("program: p\ndata: 3\n", {});
+  REQUIRE(!g.isOk());
+  CHECK_THAT(g.status().message(),
+             Catch::StartsWith("cfg.yaml:2:1: error: 'data' is a section; expected a map of: kind, "
+                               "train, val, dtype, block_size, vocab_size"));
+}
+
+TEST_CASE("config: interpolation errors", "[runtime][config]") {
+  auto a = parse("program: ${env:NOPE}\ndata: {train: x}\n");
+  REQUIRE(!a.isOk());
+  CHECK_THAT(a.status().message(),
+             Catch::StartsWith("cfg.yaml:1:1: error: environment variable 'NOPE' is not set"));
+  auto b = parse("program: ${run_dir}\nrun_dir: ${program}\ndata: {train: x}\n");
+  REQUIRE(!b.isOk());
+  CHECK_THAT(b.status().message(), Catch::Contains("refers to itself"));
+  auto c = parse("program: ${nothing.here}\ndata: {train: x}\n");
+  REQUIRE(!c.isOk());
+  CHECK_THAT(c.status().message(), Catch::Contains("'${nothing.here}' names no config key"));
+}
+
+TEST_CASE("config: required keys", "[runtime][config]") {
+  auto a = parse("data: {train: x}\n");
+  REQUIRE(!a.isOk());
+  CHECK_THAT(a.status().message(), Catch::Contains("'program' is required"));
+  auto b = parse("program: p\n");
+  REQUIRE(!b.isOk());
+  CHECK_THAT(b.status().message(), Catch::Contains("'data.train' is required"));
+  auto c = parse("program: p\ndata: {kind: synthetic, vocab_size: 65}\n");
+  REQUIRE(c.isOk());
+}
+
+TEST_CASE("config: global batch size must equal micro x dp x accumulation", "[runtime][config]") {
+  auto d = parse(kBase, {"--train.global_batch_size=32", "--train.grad_accumulation=2"});
+  REQUIRE(d.isOk());
+  Status st = checkBatchSizes(*d, 2);
+  REQUIRE(!st.isOk());
+  CHECK(st.message() == "command line: error: train.global_batch_size is 32 but "
+                        "train.micro_batch_size (4) × data-parallel size (2) × "
+                        "train.grad_accumulation (2) = 16");
+  CHECK(checkBatchSizes(*d, 4).isOk());
+  auto e = parse(kBase);
+  REQUIRE(checkBatchSizes(*e, 2).isOk());
+  CHECK(e->train.globalBatchSize == 8);
+}
+
+TEST_CASE("config: hash ignores bookkeeping keys", "[runtime][config]") {
+  auto a = parse(kBase), b = parse(kBase, {"--train.steps=99", "--checkpoint.every=5"}),
+       c = parse(kBase, {"--optimizer.lr=1e-2"});
+  REQUIRE((a.isOk() && b.isOk() && c.isOk()));
+  CHECK(configHash(*a) == configHash(*b));
+  CHECK(configHash(*a) != configHash(*c));
+  CHECK_THAT(describeConfig(*a), Catch::Contains("optimizer.betas: [0.9, 0.95]\n"));
+}

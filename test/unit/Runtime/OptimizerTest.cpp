@@ -1,0 +1,196 @@
+// Optimizers and gradient clipping against PyTorch 1.13 itself: the same
+// parameters and gradients go through torch.optim (test/parity/
+// optim_reference.py, run with Debian's python3) and through ours, and the
+// results must be equal bit for bit. Skipped when that Python is missing.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "nnsc/Runtime/Optimizer.h"
+#include "nnsc/Support/Safetensors.h"
+
+using namespace nnsc;
+using namespace nnsc::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char *kPython = "/usr/bin/python3";
+
+struct Case {
+  OptimizerConfig config;
+  double maxNorm = 0;
+  std::vector<double> lrs{1e-2, 3e-2, 2e-2, 5e-3};
+};
+
+std::vector<at::Tensor> initialParams() {
+  at::manual_seed(7);
+  return {at::randn({5, 4}), at::randn({4}), at::randn({3, 2, 2})};
+}
+
+at::Tensor gradOf(size_t step, size_t i, const at::Tensor &p) {
+  at::manual_seed(100 + 10 * step + i);
+  return at::randn(p.sizes()) * 0.5;
+}
+
+std::string joined(const std::vector<double> &v) {
+  std::string out;
+  for (double x : v)
+    out += (out.empty() ? "" : ",") + fmt::format("{:.17g}", x);
+  return out;
+}
+
+void writeInputs(const Case &c, const std::string &path) {
+  std::vector<at::Tensor> keep = initialParams();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < 3; ++i)
+    names.push_back(fmt::format("p{}", i));
+  for (size_t k = 0; k < c.lrs.size(); ++k)
+    for (size_t i = 0; i < 3; ++i) {
+      keep.push_back(gradOf(k, i, keep[i]));
+      names.push_back(fmt::format("g{}_{}", k, i));
+    }
+  std::vector<SafetensorsEntry> entries;
+  for (size_t j = 0; j < keep.size(); ++j)
+    entries.push_back({names[j],
+                       "F32",
+                       keep[j].sizes().vec(),
+                       {static_cast<const char *>(keep[j].data_ptr()), size_t(keep[j].nbytes())}});
+  const OptimizerConfig &o = c.config;
+  std::map<std::string, std::string> meta = {
+      {"optimizer", o.name},
+      {"lr", joined(c.lrs)},
+      {"betas", joined({o.beta1, o.beta2})},
+      {"eps", fmt::format("{:.17g}", o.eps)},
+      {"weight_decay", fmt::format("{:.17g}", o.weightDecay)},
+      {"momentum", fmt::format("{:.17g}", o.momentum)},
+      {"max_norm", fmt::format("{:.17g}", c.maxNorm)}};
+  REQUIRE(writeSafetensors(path, entries, meta).isOk());
+}
+
+std::map<std::string, at::Tensor> readAll(const std::string &path) {
+  auto file = SafetensorsFile::open(path);
+  REQUIRE(file.isOk());
+  std::map<std::string, at::Tensor> out;
+  for (const auto &e : (*file)->entries()) {
+    at::Tensor t = at::empty(e.shape, at::kFloat);
+    std::memcpy(t.data_ptr(), e.bytes.data(), e.bytes.size());
+    out[e.name] = t;
+  }
+  return out;
+}
+
+void runCase(const Case &c) {
+  if (!fs::exists(kPython) || std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+    WARN("no Debian python3 with torch; skipping the PyTorch comparison");
+    return;
+  }
+  fs::path dir = fs::temp_directory_path() / fmt::format("nnsc-optim-{}", ::getpid());
+  fs::create_directories(dir);
+  writeInputs(c, (dir / "in.safetensors").string());
+  std::string cmd =
+      fmt::format("{} {}/test/parity/optim_reference.py {} {}", kPython, NNSC_SOURCE_DIR,
+                  (dir / "in.safetensors").string(), (dir / "out.safetensors").string());
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  auto want = readAll((dir / "out.safetensors").string());
+
+  std::vector<at::Tensor> params = initialParams();
+  std::vector<OptimParam> ops;
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].requires_grad_(true);
+    ops.push_back({std::to_string(i), params[i], params[i].dim() >= 2});
+  }
+  Optimizer opt(c.config, ops);
+  for (size_t k = 0; k < c.lrs.size(); ++k) {
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].mutable_grad() = gradOf(k, i, params[i]);
+    auto norm = clipGradNorm(params, {1, 1, 1}, c.maxNorm, {});
+    REQUIRE(norm.isOk());
+    CHECK(float(*norm) == want[fmt::format("norm_{}", k)].item<float>());
+    opt.step(c.lrs[k]);
+  }
+  for (size_t i = 0; i < params.size(); ++i)
+    CHECK(at::equal(params[i].detach(), want[fmt::format("p{}", i)]));
+  for (const auto &[key, value] : opt.state())
+    if (key.find("/step") == std::string::npos)
+      CHECK(at::equal(value, want.at(key)));
+  fs::remove_all(dir);
+}
+
+} // namespace
+
+TEST_CASE("optimizer: AdamW with clipping equals torch.optim.AdamW bit for bit",
+          "[runtime][optim]") {
+  Case c;
+  c.config.name = "adamw";
+  c.config.beta2 = 0.95;
+  c.config.weightDecay = 0.1;
+  c.maxNorm = 1.0;
+  runCase(c);
+}
+
+TEST_CASE("optimizer: Adam with L2 decay equals torch.optim.Adam", "[runtime][optim]") {
+  Case c;
+  c.config.name = "adam";
+  c.config.weightDecay = 0.01;
+  c.config.eps = 1e-6;
+  runCase(c);
+}
+
+TEST_CASE("optimizer: SGD with momentum equals torch.optim.SGD", "[runtime][optim]") {
+  Case c;
+  c.config.name = "sgd";
+  c.config.momentum = 0.9;
+  c.config.weightDecay = 0.05;
+  c.maxNorm = 0.5;
+  runCase(c);
+}
+
+TEST_CASE("optimizer: state round trip continues identically", "[runtime][optim]") {
+  OptimizerConfig cfg;
+  cfg.weightDecay = 0.1;
+  auto make = [] {
+    std::vector<at::Tensor> ps = initialParams();
+    for (auto &p : ps)
+      p.requires_grad_(true);
+    return ps;
+  };
+  auto a = make(), b = make();
+  auto opsOf = [](std::vector<at::Tensor> &ps) {
+    std::vector<OptimParam> ops;
+    for (size_t i = 0; i < ps.size(); ++i)
+      ops.push_back({std::to_string(i), ps[i], ps[i].dim() >= 2});
+    return ops;
+  };
+  Optimizer oa(cfg, opsOf(a)), ob(cfg, opsOf(b));
+  auto stepBoth = [&](size_t k, bool both) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i].mutable_grad() = gradOf(k, i, a[i]);
+      b[i].mutable_grad() = gradOf(k, i, b[i]);
+    }
+    oa.step(1e-2);
+    if (both)
+      ob.step(1e-2);
+  };
+  stepBoth(0, true);
+  stepBoth(1, true);
+  std::map<std::string, at::Tensor> saved;
+  for (const auto &[k, v] : oa.state())
+    saved[k] = v.clone();
+  Optimizer oc(cfg, opsOf(b)); // a fresh optimizer restored from the state
+  REQUIRE(oc.loadState(saved, "test").isOk());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i].mutable_grad() = gradOf(2, i, a[i]);
+    b[i].mutable_grad() = gradOf(2, i, b[i]);
+  }
+  oa.step(1e-2);
+  oc.step(1e-2);
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK(at::equal(a[i].detach(), b[i].detach()));
+  CHECK(!oc.loadState({{"nope/exp_avg", at::zeros({1})}}, "ckpt").isOk());
+}
