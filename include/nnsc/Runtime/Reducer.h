@@ -45,6 +45,8 @@ public:
   Status finish();
 
   size_t numBuckets() const { return buckets_.size(); }
+  /// Buckets whose allreduce has been launched since prepare().
+  size_t launchedBuckets() const { return nextLaunch_; }
 
 private:
   struct Bucket {
