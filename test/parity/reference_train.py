@@ -1,0 +1,125 @@
+"""Single-device PyTorch reference for nnsc's parity tests.
+
+reference_train.py CONFIG.yaml --model MODEL.pt --dp N --out DIR
+
+Trains the traced model (torch.jit.load of the same archive nnsc traced, i.e.
+the same initial weights) in ONE process with plain torch.optim, feeding
+exactly the batches nnsc-run feeds to N data-parallel ranks, and writes
+DIR/losses.jsonl (one {"step", "loss", "lr", "grad_norm"} per step) and
+DIR/final.pt (the state_dict after the last step).
+
+Semantics mirrored from docs/trainer-config.md:
+- sample g of a step: g = ((step*accum + micro)*dp + rank)*mbs + i and
+  offset(g) = (g*2654435761 + seed*97) mod (N - T - 1) in uint64 arithmetic;
+  x = tokens[o:o+T], y = tokens[o+1:o+T+1].
+- each (micro, rank) loss is a mean over its micro-batch; the step's gradient
+  is their average (loss / (accum*dp) per backward), the logged loss their mean.
+- AdamW decays parameters with dim >= 2 only; clipping is clip_grad_norm_;
+  cosine schedule with linear warmup as nanoGPT's get_lr.
+"""
+import argparse
+import json
+import math
+import os
+
+import numpy as np
+import torch
+import yaml
+
+
+STEPS = [0]  # train.steps, the default decay_steps
+
+
+def lr_at(step, opt, sched):
+    lr = opt["lr"]
+    if sched.get("name", "constant") == "constant":
+        return lr
+    warmup = sched.get("warmup_steps", 0)
+    decay = sched.get("decay_steps", 0) or STEPS[0]
+    min_lr = sched.get("min_lr", 0.0)
+    if step < warmup:
+        return lr * (step + 1) / (warmup + 1)
+    if step > decay:
+        return min_lr
+    ratio = (step - warmup) / max(1, decay - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
+def load_tokens(path, dtype):
+    return np.fromfile(path, dtype=np.uint16 if dtype == "uint16" else np.int32).astype(np.int64)
+
+
+def batch(tokens, block, seed, gs):
+    n = len(tokens)
+    xs, ys = [], []
+    for g in gs:
+        o = ((g * 2654435761 + seed * 97) % (1 << 64)) % (n - block - 1)
+        xs.append(tokens[o:o + block])
+        ys.append(tokens[o + 1:o + 1 + block])
+    return torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
+
+
+def make_optimizer(model, opt):
+    name = opt.get("name", "adamw")
+    params = [p for p in model.parameters() if p.requires_grad]
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=opt["lr"], momentum=opt.get("momentum", 0.0),
+                               weight_decay=opt.get("weight_decay", 0.0), foreach=False)
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": opt.get("weight_decay", 0.0)},
+              {"params": no_decay, "weight_decay": 0.0}]
+    cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+    return cls(groups, lr=opt["lr"], betas=tuple(opt.get("betas", [0.9, 0.999])),
+               eps=opt.get("eps", 1e-8), foreach=False)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--dp", type=int, required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--inputs", help="inputs.yaml of the export: B and T when the config leaves them 0")
+    args = ap.parse_args()
+    cfg = yaml.safe_load(open(args.config))
+    data, train, opt = cfg["data"], cfg["train"], cfg["optimizer"]
+    sched = cfg.get("lr_schedule", {"name": "constant"})
+    seed = cfg.get("seed", 0)
+    STEPS[0] = train["steps"]
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    model = torch.jit.load(args.model)
+    optimizer = make_optimizer(model, opt)
+    tokens = load_tokens(data["train"], data.get("dtype", "uint16"))
+    shape = yaml.safe_load(open(args.inputs))["inputs"][0]["shape"] if args.inputs else [0, 0]
+    mbs = train.get("micro_batch_size", 0) or shape[0]
+    block = data.get("block_size", 0) or shape[1]
+    accum = train.get("grad_accumulation", 1)
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, "losses.jsonl"), "w")
+    for step in range(train["steps"]):
+        lr = lr_at(step, opt, sched)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad(set_to_none=True)
+        losses = []
+        for micro in range(accum):
+            for rank in range(args.dp):
+                first = ((step * accum + micro) * args.dp + rank) * mbs
+                x, y = batch(tokens, block, seed, range(first, first + mbs))
+                out = model(x, y)
+                loss = out[0] if isinstance(out, tuple) else out
+                (loss / (accum * args.dp)).backward()
+                losses.append(loss.item())
+        clip = opt.get("grad_clip", 0.0) or 0.0
+        params = [p for p in model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+        optimizer.step()
+        log.write(json.dumps({"step": step + 1, "loss": sum(losses) / len(losses), "lr": lr,
+                              "grad_norm": float(norm)}) + "\n")
+    torch.save(model.state_dict(), os.path.join(args.out, "final.pt"))
+
+
+if __name__ == "__main__":
+    main()
