@@ -1,15 +1,38 @@
 #!/usr/bin/env bash
-# The README's main command. Today: set up and build, export the three example
-# models (mlp, nanogpt, llama) with Debian's PyTorch, trace each with
-# nnsc-trace and print its graph. Output lands in out/examples/<name>/.
+# The README's main command: install and build, prepare a character-level
+# dataset (tinyshakespeare, or the text file given as $1), export and trace a
+# small nanoGPT, plan data parallelism for 2 ranks, generate the per-rank
+# programs, train them on 2 CPU processes (Gloo) for 300 steps, and merge the
+# final checkpoint into one file with the model's original parameter names.
+# Everything lands in out/main (or $NNSC_WORK).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+TEXT=${1:-../shared/data/tinyshakespeare.txt}
+[ -f "$TEXT" ] || { echo "main.sh: error: no such text file: $TEXT (give one as the first argument)" >&2; exit 1; }
+export NNSC_WORK=${NNSC_WORK:-out/main}
 PY=/usr/bin/python3
-OUT=${NNSC_OUT:-out/examples}
-for ex in mlp nanogpt llama; do
-  echo "=== $ex: export (tiny config) ==="
-  $PY examples/$ex/export.py --config tiny --out "$OUT/$ex"
-  echo "=== $ex: nnsc-trace ==="
-  build/bin/nnsc-trace "$OUT/$ex/model.pt" --inputs "$OUT/$ex/inputs.yaml" -o "$OUT/$ex" --print
-done
+B=build/bin
+mkdir -p "$NNSC_WORK"
+
+echo "== 1. data: $TEXT -> $NNSC_WORK/data (character-level, 90/10 split)"
+$B/nnsc-prepare-data "$TEXT" -o "$NNSC_WORK/data"
+echo "== 2. export the small nanoGPT (PyTorch, TorchScript archive)"
+$PY examples/nanogpt/export.py --config small --out "$NNSC_WORK/model"
+echo "== 3. nnsc-trace"
+$B/nnsc-trace "$NNSC_WORK/model/model.pt" --inputs "$NNSC_WORK/model/inputs.yaml" -o "$NNSC_WORK/graph"
+echo "== 4. nnsc-plan: data parallel over 2 ranks"
+$B/nnsc-plan "$NNSC_WORK/graph/graph.pb" --policy dp --runtime-ngpus 2 -o "$NNSC_WORK/plan.pb" --print | head -8
+echo "== 5. nnsc-codegen: one program per rank"
+$B/nnsc-codegen "$NNSC_WORK/graph/graph.pb" "$NNSC_WORK/plan.pb" -o "$NNSC_WORK/program"
+echo "== 6. nnsc-run: 2 CPU processes, Gloo"
+$B/nnsc-run configs/gpt-small-dp2.yaml --nproc-per-node 2 --checkpoint.resume=never
+echo "== 7. nnsc-merge-ckpt: one checkpoint with the original names"
+$B/nnsc-merge-ckpt "$NNSC_WORK/run" -o "$NNSC_WORK/merged.pt"
+$PY - "$NNSC_WORK/merged.pt" <<'PY'
+import sys, torch
+sys.path.insert(0, "examples/nanogpt")
+from model import CONFIGS, GPT
+model = GPT(CONFIGS["small"])
+print("load_state_dict:", model.load_state_dict(torch.load(sys.argv[1])))
+PY

@@ -28,6 +28,9 @@ class GPTConfig:
 CONFIGS = {
     # the char-level shakespeare setting (train_shakespeare_char)
     "default": GPTConfig(),
+    # the README's main job: trains a few hundred steps on 2 CPU processes in about a minute
+    "small": GPTConfig(block_size=64, vocab_size=65, n_layer=4, n_head=4, n_embd=128,
+                       dropout=0.0, bias=False, batch=8),
     # small enough for unit tests
     "tiny": GPTConfig(block_size=32, vocab_size=65, n_layer=2, n_head=2, n_embd=32,
                       dropout=0.0, bias=False, batch=2),
