@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -129,6 +131,108 @@ TokenBatch TokenDataset::trainBatch(const SampleLayout &layout, int64_t step, in
 }
 
 TokenBatch TokenDataset::valBatch(const SampleLayout &layout, int64_t v) const {
+  SampleLayout single = layout;
+  single.gradAccumulation = 1;
+  return trainBatch(single, v, 0);
+}
+
+uint64_t sampleRow(uint64_t g, uint64_t seed, uint64_t numSamples) {
+  return (g * 2654435761ull + seed * 97ull) % numSamples;
+}
+
+namespace {
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// The expected shape of a stored tensor, with N for the sample dim.
+std::string expectedShapeText(const TensorInputSpec &in) {
+  std::string dims = "N";
+  for (int64_t d : in.sampleShape)
+    dims += fmt::format(", {}", d);
+  return "[" + dims + "]";
+}
+
+std::string entryNames(const SafetensorsFile &file) {
+  std::string out;
+  for (const auto &e : file.entries())
+    out += (out.empty() ? "" : ", ") + e.name;
+  return out.empty() ? "none" : out;
+}
+
+// Checks that `e` holds samples of input `in`: its dtype and [N, sampleShape...].
+Status checkEntry(const SafetensorsEntry &e, const TensorInputSpec &in, const std::string &path) {
+  std::vector<int64_t> perSample(e.shape.begin() + (e.shape.empty() ? 0 : 1), e.shape.end());
+  if (e.dtype == in.dtype && !e.shape.empty() && perSample == in.sampleShape)
+    return Status::ok();
+  return errorf("{}: error: tensor '{}' is {} {}; the program's input '{}' needs {} {} "
+                "(N samples of shape {})",
+                path, e.name, e.dtype, shapeText(e.shape), in.name, in.dtype, expectedShapeText(in),
+                shapeText(in.sampleShape));
+}
+
+int64_t rowBytes(const SafetensorsEntry &e) {
+  int64_t n = safetensorsElementSize(e.dtype);
+  for (size_t d = 1; d < e.shape.size(); ++d)
+    n *= e.shape[d];
+  return n;
+}
+
+} // namespace
+
+Expected<TensorDataset> TensorDataset::open(const std::string &path,
+                                            std::vector<TensorInputSpec> inputs, uint64_t seed) {
+  auto file = SafetensorsFile::open(path);
+  if (!file)
+    return file.status();
+  TensorDataset d;
+  d.file_ = file.take();
+  d.inputs_ = std::move(inputs);
+  d.seed_ = seed;
+  for (const TensorInputSpec &in : d.inputs_) {
+    const SafetensorsEntry *e = d.file_->find(in.name);
+    if (!e)
+      return errorf("{}: error: no tensor '{}' for the program's input '{}' ({} {}); the file "
+                    "holds: {}",
+                    path, in.name, in.name, in.dtype, expectedShapeText(in), entryNames(*d.file_));
+    NNSC_RETURN_IF_ERROR(checkEntry(*e, in, path));
+    if (d.entries_.empty() && e->shape[0] <= 0)
+      return errorf("{}: error: tensor '{}' holds no samples (shape {})", path, e->name,
+                    shapeText(e->shape));
+    if (!d.entries_.empty() && e->shape[0] != d.entries_[0]->shape[0])
+      return errorf("{}: error: tensor '{}' has {} samples (first dim) but tensor '{}' has {}; "
+                    "every input needs the same number",
+                    path, e->name, e->shape[0], d.entries_[0]->name, d.entries_[0]->shape[0]);
+    d.entries_.push_back(e);
+  }
+  if (d.entries_.empty())
+    return errorf("{}: error: the program has no inputs to feed", path);
+  d.numSamples_ = uint64_t(d.entries_[0]->shape[0]);
+  return d;
+}
+
+std::vector<TensorField> TensorDataset::trainBatch(const SampleLayout &layout, int64_t step,
+                                                   int64_t micro) const {
+  std::vector<uint64_t> rows(layout.microBatchSize);
+  for (int64_t i = 0; i < layout.microBatchSize; ++i)
+    rows[i] = sampleRow(globalSampleIndex(layout, step, micro, i), seed_, numSamples_);
+  std::vector<TensorField> fields;
+  for (const SafetensorsEntry *e : entries_) {
+    TensorField f;
+    f.dtype = e->dtype;
+    f.shape = e->shape;
+    f.shape[0] = layout.microBatchSize;
+    size_t width = size_t(rowBytes(*e));
+    f.bytes.resize(rows.size() * width);
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::memcpy(f.bytes.data() + i * width, e->bytes.data() + rows[i] * width, width);
+    fields.push_back(std::move(f));
+  }
+  return fields;
+}
+
+std::vector<TensorField> TensorDataset::valBatch(const SampleLayout &layout, int64_t v) const {
   SampleLayout single = layout;
   single.gradAccumulation = 1;
   return trainBatch(single, v, 0);

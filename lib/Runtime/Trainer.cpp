@@ -57,7 +57,7 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
   for (int64_t micro = 0; micro < accum; ++micro) {
     for (auto &r : s.reducers)
       r->prepare(micro == accum - 1);
-    auto loss = forwardLoss(s, s.trainData->trainBatch(s.layout, step, micro));
+    auto loss = forwardLoss(s, s.trainData->batch(s.layout, step, micro));
     if (!loss)
       return loss.status();
     lossSum += loss->detach().item<double>();

@@ -59,7 +59,8 @@ std::vector<KeySpec> buildKeys() {
   k.push_back(floatKey(
       "comm_timeout_s", "120", 1e-3, [](C & c) -> auto & { return c.commTimeoutS; }));
   k.push_back(choiceKey(
-      "data.kind", "tokens", {"tokens", "synthetic"}, [](C & c) -> auto & { return c.data.kind; }));
+      "data.kind", "tokens", {"tokens", "synthetic", "tensors"},
+      [](C & c) -> auto & { return c.data.kind; }));
   k.push_back(stringKey(
       "data.train", "", [](C & c) -> auto & { return c.data.train; }));
   k.push_back(stringKey(

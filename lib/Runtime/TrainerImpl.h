@@ -27,8 +27,26 @@ namespace nnsc::rt {
 /// (an argument named `device`, where the program creates tensors).
 struct ArgBinding {
   int shard = -1; ///< index into TrainerState::shards
-  int input = -1; ///< 0 = x, 1 = y
+  int input = -1; ///< index of the manifest input (tokens: 0 = x, 1 = y)
   bool device = false;
+};
+
+/// The data a split (train or validation) feeds the program's inputs.
+class DataFeed {
+public:
+  virtual ~DataFeed() = default;
+
+  /// Micro-batch `micro` of step `step` for the rank in `layout`: one CPU
+  /// tensor per fed input, in manifest input order, of the input's dtype.
+  virtual std::vector<at::Tensor> batch(const SampleLayout &layout, int64_t step,
+                                        int64_t micro) const = 0;
+
+  /// Validation batch `v`: the same samples as step v with accumulation 1.
+  std::vector<at::Tensor> valBatch(const SampleLayout &layout, int64_t v) const {
+    SampleLayout single = layout;
+    single.gradAccumulation = 1;
+    return batch(single, v, 0);
+  }
 };
 
 struct TrainerState {
@@ -40,15 +58,15 @@ struct TrainerState {
   std::vector<at::Tensor> shards; ///< leaves, same order as shardInfo
   std::optional<Program> program;
   std::vector<ArgBinding> args;
-  std::vector<at::ScalarType> inputTypes; ///< of x and y
+  std::vector<at::ScalarType> inputTypes; ///< of the fed inputs, manifest order
   std::unique_ptr<CommWorld> comm;
   std::vector<std::unique_ptr<Reducer>> reducers;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
-  std::optional<TokenDataset> trainData, valData;
+  std::unique_ptr<DataFeed> trainData, valData; ///< valData may be null
   SampleLayout layout;
   at::Device device{at::kCPU};
-  int64_t blockSize = 0;
+  int64_t blockSize = 0;   ///< T of token data; 1 for tensor data (throughput counts samples)
   int64_t startStep = 0;   ///< steps already done (resume)
   std::string resumedFrom; ///< checkpoint directory, if any
   std::vector<at::Tensor> trainable;
@@ -69,7 +87,19 @@ Status resumeTrainer(TrainerState &s);
 /// prunes old ones).
 Status saveCheckpoint(TrainerState &s, int64_t step, double lr);
 
-/// Runs the program on one batch; returns the loss output.
-Expected<at::Tensor> forwardLoss(TrainerState &s, const TokenBatch &batch);
+/// How many manifest inputs the data feeds: all for data.kind 'tensors', the
+/// first two (x, y) for token data.
+int fedInputCount(const TrainerState &s);
+
+/// Reads B (and T for token data) from the manifest inputs, checks them
+/// against the config and sets the sample layout and input dtypes.
+Status checkShapes(TrainerState &s);
+
+/// Opens the train (and validation) data of data.kind; after checkShapes.
+Status openData(TrainerState &s);
+
+/// Runs the program on one batch (DataFeed::batch's tensors); returns the
+/// loss output.
+Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> &inputs);
 
 } // namespace nnsc::rt

@@ -77,7 +77,7 @@ Status bindArguments(TrainerState &s, const std::string &file) {
   std::map<std::string, int> shardIndex, inputIndex;
   for (size_t i = 0; i < s.shardInfo.size(); ++i)
     shardIndex[s.shardInfo[i].localName] = int(i);
-  for (int i = 0; i < s.manifest.inputs_size() && i < 2; ++i)
+  for (int i = 0; i < fedInputCount(s); ++i)
     inputIndex[s.manifest.inputs(i).name()] = i;
   for (const auto &n : *names) {
     ArgBinding b;
@@ -88,9 +88,12 @@ Status bindArguments(TrainerState &s, const std::string &file) {
     else if (n == "device")
       b.device = true;
     else
-      return errorf("{}: error: argument '{}' of {} is neither a shard, nor one of the first "
-                    "two inputs (x, y) of rank{}.pb, nor 'device'",
-                    file, n, entry, s.env.rank);
+      return errorf("{}: error: argument '{}' of {} is neither a shard, nor {} of rank{}.pb, "
+                    "nor 'device'",
+                    file, n, entry,
+                    s.config.data.kind == "tensors" ? "an input"
+                                                    : "one of the first two inputs (x, y)",
+                    s.env.rank);
     s.args.push_back(b);
   }
   return Status::ok();
@@ -157,66 +160,6 @@ void buildOptimizer(TrainerState &s) {
                                             s.config.train.steps);
 }
 
-// micro_batch_size and block_size come from the program's first input
-// ([B, T] token ids); the config may restate them but not change them.
-Status checkShapes(TrainerState &s) {
-  if (s.manifest.inputs_size() < 1 || s.manifest.inputs(0).shape_size() != 2)
-    return errorf("rank{}.pb: error: nnsc-run feeds token ids [micro_batch_size, block_size]; "
-                  "the program's first input is not 2-D",
-                  s.env.rank);
-  const auto &in = s.manifest.inputs(0);
-  int64_t b = in.shape(0), t = in.shape(1);
-  auto &train = s.config.train;
-  auto mismatch = [&](const char *key, int64_t got, int64_t want) {
-    return Status::error(formatError(
-        s.config.positionOf(key),
-        fmt::format("{} is {} but the program was generated for {} (rank{}.pb input '{}' has "
-                    "shape [{}, {}])",
-                    key, got, want, s.env.rank, in.name(), b, t)));
-  };
-  if (train.microBatchSize != 0 && train.microBatchSize != b)
-    return mismatch("train.micro_batch_size", train.microBatchSize, b);
-  if (s.config.data.blockSize != 0 && s.config.data.blockSize != t)
-    return mismatch("data.block_size", s.config.data.blockSize, t);
-  train.microBatchSize = b;
-  s.blockSize = t;
-  for (int i = 0; i < 2 && i < s.manifest.inputs_size(); ++i) {
-    auto type = scalarTypeOfCode(safetensorsCodeOfProtoDType(s.manifest.inputs(i).dtype()));
-    s.inputTypes.push_back(type.value_or(at::kLong));
-  }
-  s.layout = {b, train.gradAccumulation, s.manifest.dp_size() > 0 ? s.manifest.dp_size() : 1,
-              s.manifest.dp_rank()};
-  return checkBatchSizes(s.config, s.layout.dpSize);
-}
-
-Status openData(TrainerState &s) {
-  const DataConfig &d = s.config.data;
-  uint64_t seed = uint64_t(s.config.seed);
-  auto open = [&](const std::string &path, uint64_t salt) -> Expected<TokenDataset> {
-    if (d.kind == "synthetic")
-      return TokenDataset::create(syntheticTokens(d.vocabSize, seed + salt), s.blockSize, seed,
-                                  "synthetic data");
-    auto src = openTokenFile(path, d.dtype);
-    if (!src)
-      return src.status();
-    return TokenDataset::create(*src, s.blockSize, seed, path);
-  };
-  auto train = open(d.train, 0);
-  if (!train)
-    return train.status();
-  s.trainData.emplace(train.take());
-  if (s.config.train.valEvery > 0 && d.kind == "tokens" && d.val.empty())
-    return Status::error(formatError(s.config.positionOf("train.val_every"),
-                                     "train.val_every is set but data.val names no file"));
-  if (d.kind == "synthetic" || !d.val.empty()) {
-    auto val = open(d.val, 1);
-    if (!val)
-      return val.status();
-    s.valData.emplace(val.take());
-  }
-  return Status::ok();
-}
-
 void seedAndThreads(TrainerState &s) {
   int64_t threads = s.config.threads;
   if (threads <= 0)
@@ -252,28 +195,6 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
   buildOptimizer(*s);
   seedAndThreads(*s);
   return s;
-}
-
-Expected<at::Tensor> forwardLoss(TrainerState &s, const TokenBatch &batch) {
-  std::vector<c10::IValue> args;
-  for (const ArgBinding &b : s.args) {
-    if (b.shard >= 0 || b.device) {
-      args.emplace_back(b.device ? c10::IValue(s.device) : c10::IValue(s.shards[b.shard]));
-      continue;
-    }
-    const std::vector<int64_t> &ids = b.input == 0 ? batch.x : batch.y;
-    at::Tensor t = at::from_blob(const_cast<int64_t *>(ids.data()), {batch.batch, batch.block},
-                                 at::TensorOptions().dtype(at::kLong));
-    args.emplace_back(t.to(s.device, s.inputTypes[b.input], false, true));
-  }
-  auto outputs = s.program->run(std::move(args));
-  if (!outputs)
-    return outputs.status();
-  int idx = s.manifest.loss_output();
-  if (idx >= int(outputs->size()) || !(*outputs)[idx].defined())
-    return errorf("rank{}.py: error: the program returned {} outputs; the loss is output {}",
-                  s.env.rank, outputs->size(), idx);
-  return (*outputs)[idx];
 }
 
 } // namespace nnsc::rt

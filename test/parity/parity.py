@@ -1,15 +1,18 @@
 """End-to-end parity of nnsc against single-device PyTorch.
 
-parity.py --example nanogpt --dp 2 [--accum 2] [--steps 20] --bin BUILD/bin --work DIR
+parity.py --example nanogpt|mlp --dp 2 [--accum 2] [--steps 20] --bin BUILD/bin --work DIR
 
 export (tiny config, dropout 0) → nnsc-trace → nnsc-plan dp → nnsc-codegen →
 nnsc-run on DP CPU processes (Gloo) → nnsc-merge-ckpt; then
+nanogpt trains on a character-tokenized text (data.kind tokens), mlp on a
+generated classification set written as safetensors (data.kind tensors);
 test/parity/reference_train.py trains the same archive in one process on the
 same batches. Every step's loss and the merged final weights must agree within
 --rtol (relative). Prints a table and `parity: N passed, 0 failed` on success."""
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -39,10 +42,49 @@ def text_corpus(work):
     return path
 
 
+def write_safetensors(path, tensors):
+    """Writes {name: tensor} as safetensors (a small writer, no extra package)."""
+    codes = {torch.float32: "F32", torch.int64: "I64"}
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        raw = t.contiguous().numpy().tobytes()
+        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+
+
+def classification_data(out_dir, samples=512, features=16, classes=8):
+    """x ~ N(0, 1) [samples, features], y = argmax of a fixed random projection
+    to `classes`; torch.Generator seed 0 (train) and 1 (val)."""
+    os.makedirs(out_dir, exist_ok=True)
+    for split, seed in (("train", 0), ("val", 1)):
+        g = torch.Generator().manual_seed(seed)
+        proj = torch.randn(features, classes, generator=torch.Generator().manual_seed(42))
+        x = torch.randn(samples, features, generator=g)
+        y = (x @ proj).argmax(dim=1).to(torch.int64)
+        write_safetensors(f"{out_dir}/{split}.safetensors", {"x": x, "y": y})
+    return out_dir
+
+
+def prepare_data(args, work, b):
+    """The data directory and the config's data section for the example."""
+    if args.example == "mlp":
+        data = classification_data(f"{work}/data")
+        return {"kind": "tensors", "train": f"{data}/train.safetensors",
+                "val": f"{data}/val.safetensors"}
+    run([f"{b}/nnsc-prepare-data", text_corpus(work), "-o", f"{work}/data"])
+    return {"kind": "tokens", "train": f"{work}/data/train.bin", "val": f"{work}/data/val.bin"}
+
+
 def write_config(path, args, program, data, run_dir):
     cfg = {
         "program": program, "run_dir": run_dir, "seed": 1234, "threads": 1,
-        "data": {"kind": "tokens", "train": f"{data}/train.bin", "val": f"{data}/val.bin"},
+        "data": data,
         "train": {"steps": args.steps, "grad_accumulation": args.accum, "log_every": 5},
         "optimizer": {"name": args.optimizer, "lr": 3e-3, "betas": [0.9, 0.95],
                       "weight_decay": 0.1, "grad_clip": 1.0},
@@ -94,7 +136,7 @@ def compare(args, work):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--example", required=True)
+    ap.add_argument("--example", required=True, choices=["nanogpt", "mlp"])
     ap.add_argument("--dp", type=int, default=2)
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--steps", type=int, default=20)
@@ -106,13 +148,13 @@ def main():
     work, b = args.work, args.bin
     os.makedirs(work, exist_ok=True)
     run([PY, f"{ROOT}/examples/{args.example}/export.py", "--config", "tiny", "--out", f"{work}/model"])
-    run([f"{b}/nnsc-prepare-data", text_corpus(work), "-o", f"{work}/data"])
+    data = prepare_data(args, work, b)
     run([f"{b}/nnsc-trace", f"{work}/model/model.pt", "--inputs", f"{work}/model/inputs.yaml",
          "-o", f"{work}/trace"])
     run([f"{b}/nnsc-plan", f"{work}/trace/graph.pb", "--policy", "dp", "--runtime-ngpus",
          str(args.dp), "-o", f"{work}/plan.pb"])
     run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{work}/plan.pb", "-o", f"{work}/program"])
-    write_config(f"{work}/train.yaml", args, f"{work}/program", f"{work}/data", f"{work}/run")
+    write_config(f"{work}/train.yaml", args, f"{work}/program", data, f"{work}/run")
     run([f"{b}/nnsc-run", f"{work}/train.yaml", "--nproc-per-node", str(args.dp)])
     run([f"{b}/nnsc-merge-ckpt", f"{work}/run", "-o", f"{work}/merged.pt"])
     run([PY, f"{HERE}/reference_train.py", f"{work}/train.yaml", "--model", f"{work}/model/model.pt",

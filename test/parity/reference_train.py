@@ -9,9 +9,12 @@ DIR/losses.jsonl (one {"step", "loss", "lr", "grad_norm"} per step) and
 DIR/final.pt (the state_dict after the last step).
 
 Semantics mirrored from docs/trainer-config.md:
-- sample g of a step: g = ((step*accum + micro)*dp + rank)*mbs + i and
-  offset(g) = (g*2654435761 + seed*97) mod (N - T - 1) in uint64 arithmetic;
-  x = tokens[o:o+T], y = tokens[o+1:o+T+1].
+- sample g of a step: g = ((step*accum + micro)*dp + rank)*mbs + i.
+- data.kind tokens: offset(g) = (g*2654435761 + seed*97) mod (N - T - 1) in
+  uint64 arithmetic; x = tokens[o:o+T], y = tokens[o+1:o+T+1].
+- data.kind tensors: a safetensors file with one [N, ...] tensor per forward
+  input (keyed by the names in inputs.yaml); row(g) = (g*2654435761 + seed*97)
+  mod N in uint64 arithmetic, and every input gets its tensor's rows.
 - each (micro, rank) loss is a mean over its micro-batch; the step's gradient
   is their average (loss / (accum*dp) per backward), the logged loss their mean.
 - AdamW decays parameters with dim >= 2 only; clipping is clip_grad_norm_;
@@ -21,6 +24,7 @@ import argparse
 import json
 import math
 import os
+import struct
 
 import numpy as np
 import torch
@@ -43,6 +47,39 @@ def lr_at(step, opt, sched):
         return min_lr
     ratio = (step - warmup) / max(1, decay - warmup)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
+DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16,
+          "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+          "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+
+
+def read_safetensors(path):
+    """{name: tensor} of a safetensors file (a small reader, no extra package)."""
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    data = raw[8 + n:]
+    out = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        dtype = DTYPES[e["dtype"]]
+        buf = bytearray(data[b:end])
+        t = torch.frombuffer(buf, dtype=dtype) if buf else torch.empty(0, dtype=dtype)
+        out[name] = t.reshape(e["shape"])
+    return out
+
+
+def row_of(g, seed, n):
+    return ((g * 2654435761 + seed * 97) % (1 << 64)) % n
+
+
+def tensor_batch(tensors, names, seed, gs):
+    """The inputs `names` (forward order) for global samples gs."""
+    n = tensors[names[0]].shape[0]
+    rows = torch.tensor([row_of(g, seed, n) for g in gs], dtype=torch.int64)
+    return tuple(tensors[name][rows] for name in names)
 
 
 def load_tokens(path, dtype):
@@ -91,10 +128,17 @@ def main():
     torch.set_num_threads(1)
     model = torch.jit.load(args.model)
     optimizer = make_optimizer(model, opt)
-    tokens = load_tokens(data["train"], data.get("dtype", "uint16"))
-    shape = yaml.safe_load(open(args.inputs))["inputs"][0]["shape"] if args.inputs else [0, 0]
+    specs = yaml.safe_load(open(args.inputs))["inputs"] if args.inputs else []
+    shape = specs[0]["shape"] if specs else [0, 0]
     mbs = train.get("micro_batch_size", 0) or shape[0]
-    block = data.get("block_size", 0) or shape[1]
+    if data.get("kind", "tokens") == "tensors":
+        tensors = read_safetensors(data["train"])
+        names = [spec["name"] for spec in specs]
+        make_batch = lambda gs: tensor_batch(tensors, names, seed, gs)
+    else:
+        tokens = load_tokens(data["train"], data.get("dtype", "uint16"))
+        block = data.get("block_size", 0) or shape[1]
+        make_batch = lambda gs: batch(tokens, block, seed, gs)
     accum = train.get("grad_accumulation", 1)
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "losses.jsonl"), "w")
@@ -107,8 +151,7 @@ def main():
         for micro in range(accum):
             for rank in range(args.dp):
                 first = ((step * accum + micro) * args.dp + rank) * mbs
-                x, y = batch(tokens, block, seed, range(first, first + mbs))
-                out = model(x, y)
+                out = model(*make_batch(range(first, first + mbs)))
                 loss = out[0] if isinstance(out, tuple) else out
                 (loss / (accum * args.dp)).backward()
                 losses.append(loss.item())

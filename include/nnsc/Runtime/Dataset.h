@@ -1,18 +1,25 @@
 #pragma once
-/// Token datasets for language-model training, with sample offsets that are a
-/// pure function of (step, micro-batch, data-parallel rank, sample) so that a
-/// Python reference can reproduce every batch exactly and a resumed run sees
-/// the same data as an uninterrupted one. No LibTorch here.
+/// Training datasets whose samples are a pure function of (step, micro-batch,
+/// data-parallel rank, sample), so that a Python reference can reproduce every
+/// batch exactly and a resumed run sees the same data as an uninterrupted one.
+/// No LibTorch here.
 ///
 ///   g = ((step * accum + micro) * dp_size + dp_rank) * micro_batch_size + i
+///
+/// Token data (language models), N tokens, blocks of T:
 ///   offset(g) = (g * 2654435761 + seed * 97) mod (N - T - 1)     (uint64)
 ///   x = tokens[offset : offset + T],  y = tokens[offset + 1 : offset + T + 1]
+///
+/// Tensor data (any model), one stored tensor per program input, N rows each:
+///   row(g) = (g * 2654435761 + seed * 97) mod N                  (uint64)
+///   input k = tensor_k[row(g)]
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "nnsc/Support/Safetensors.h"
 #include "nnsc/Support/Status.h"
 
 namespace nnsc::rt {
@@ -78,6 +85,53 @@ private:
   TokenDataset() = default;
   std::shared_ptr<TokenSource> source_;
   int64_t blockSize_ = 0;
+  uint64_t seed_ = 0;
+};
+
+/// The row of global sample `g` in a tensor dataset of `numSamples` rows.
+/// Requires numSamples > 0.
+uint64_t sampleRow(uint64_t g, uint64_t seed, uint64_t numSamples);
+
+/// What one program input expects from a tensor dataset.
+struct TensorInputSpec {
+  std::string name;                 ///< the manifest input's name, the tensor's key
+  std::string dtype;                ///< safetensors code ("F32", "I64", ...)
+  std::vector<int64_t> sampleShape; ///< the input's shape without the batch dim
+};
+
+/// One input's micro-batch: row-major bytes of shape [B, sampleShape...].
+struct TensorField {
+  std::string dtype; ///< safetensors code
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+/// Samples stored in a safetensors file: for every program input a tensor
+/// keyed by the input's name, of shape [N, sampleShape...] and the input's
+/// dtype, all with the same N. Other tensors in the file are ignored.
+class TensorDataset {
+public:
+  /// Maps `path` and checks it against `inputs`; errors name the file, the
+  /// tensor and what was expected.
+  static Expected<TensorDataset> open(const std::string &path, std::vector<TensorInputSpec> inputs,
+                                      uint64_t seed);
+
+  /// Micro-batch `micro` of training step `step` for the rank in `layout`:
+  /// one field per input, in the order `open` was given them.
+  std::vector<TensorField> trainBatch(const SampleLayout &layout, int64_t step,
+                                      int64_t micro) const;
+
+  /// Validation batch `v` (0-based): step = v, gradAccumulation = 1, micro = 0.
+  std::vector<TensorField> valBatch(const SampleLayout &layout, int64_t v) const;
+
+  uint64_t numSamples() const { return numSamples_; }
+
+private:
+  TensorDataset() = default;
+  std::shared_ptr<SafetensorsFile> file_;
+  std::vector<TensorInputSpec> inputs_;
+  std::vector<const SafetensorsEntry *> entries_; ///< borrowed from file_, one per input
+  uint64_t numSamples_ = 0;
   uint64_t seed_ = 0;
 };
 

@@ -1,14 +1,16 @@
-// Dataset offsets (exact values a Python reference reproduces), token
-// files, synthetic tokens and the LR schedule.
+// Dataset offsets and rows (exact values a Python reference reproduces),
+// token files, synthetic tokens, tensor files and the LR schedule.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "nnsc/Runtime/Dataset.h"
 #include "nnsc/Runtime/LrSchedule.h"
 #include "nnsc/Runtime/TrainerConfig.h"
 #include "nnsc/Support/File.h"
+#include "nnsc/Support/Safetensors.h"
 
 using namespace nnsc;
 using namespace nnsc::rt;
@@ -66,6 +68,122 @@ TEST_CASE("data: synthetic tokens are deterministic and in range", "[runtime][da
     differs |= a->at(k) != c->at(k);
   }
   CHECK(differs);
+}
+
+TEST_CASE("data: tensor rows", "[runtime][data]") {
+  // (g * 2654435761 + seed * 97) mod N in uint64, N = 512, seed = 1337
+  CHECK(sampleRow(30, 1337, 512) == 343);
+  CHECK(sampleRow(31, 1337, 512) == 264);
+  CHECK(sampleRow(0, 1337, 512) == 153);
+  CHECK(sampleRow(4294967295ull, 1337, 512) == 232);
+  CHECK(sampleRow(uint64_t(1) << 62, 1, 1000) == 1); // the product wraps modulo 2^64
+}
+
+namespace {
+
+// A safetensors file of float x [N, 3] (row r = 10r, 10r+1, 10r+2) and
+// int64 y [N] (row r = 100r), plus any `extra` entries.
+struct TensorFile {
+  std::vector<float> x;
+  std::vector<int64_t> y;
+  std::vector<SafetensorsEntry> entries;
+
+  explicit TensorFile(int64_t n) {
+    for (int64_t r = 0; r < n; ++r) {
+      for (int c = 0; c < 3; ++c)
+        x.push_back(float(10 * r + c));
+      y.push_back(100 * r);
+    }
+    entries.push_back({"x", "F32", {n, 3}, bytesOf(x)});
+    entries.push_back({"y", "I64", {n}, bytesOf(y)});
+  }
+  template <typename T> static std::string_view bytesOf(const std::vector<T> &v) {
+    return {reinterpret_cast<const char *>(v.data()), v.size() * sizeof(T)};
+  }
+  std::string write(const std::filesystem::path &dir, const std::string &name) const {
+    std::string path = (dir / name).string();
+    REQUIRE(writeSafetensors(path, entries).isOk());
+    return path;
+  }
+};
+
+const std::vector<TensorInputSpec> kMlpInputs = {{"x", "F32", {3}}, {"y", "I64", {}}};
+
+template <typename T> T elementAt(const TensorField &f, size_t k) {
+  T v;
+  std::memcpy(&v, f.bytes.data() + k * sizeof(T), sizeof(T));
+  return v;
+}
+
+} // namespace
+
+TEST_CASE("data: tensor file batches", "[runtime][data]") {
+  auto dir = std::filesystem::temp_directory_path() / "nnsc-tensor-data-test";
+  std::filesystem::create_directories(dir);
+  std::string path = TensorFile(10).write(dir, "train.safetensors");
+  auto ds = TensorDataset::open(path, kMlpInputs, 5);
+  REQUIRE(ds.isOk());
+  CHECK(ds->numSamples() == 10);
+  // B=2, accum=2, dp=2, dp_rank=1: step 0, micro 1 is g = 6, 7 -> rows 1, 2
+  auto b = ds->trainBatch({2, 2, 2, 1}, 0, 1);
+  REQUIRE(b.size() == 2);
+  CHECK(b[0].dtype == "F32");
+  CHECK(b[0].shape == std::vector<int64_t>{2, 3});
+  CHECK(b[1].shape == std::vector<int64_t>{2});
+  REQUIRE(b[0].bytes.size() == 6 * sizeof(float));
+  CHECK(elementAt<float>(b[0], 0) == 10.0f);
+  CHECK(elementAt<float>(b[0], 2) == 12.0f);
+  CHECK(elementAt<float>(b[0], 3) == 20.0f);
+  CHECK(elementAt<int64_t>(b[1], 0) == 100);
+  CHECK(elementAt<int64_t>(b[1], 1) == 200);
+  auto first = ds->trainBatch({2, 2, 2, 1}, 0, 0); // g = 2, 3 -> rows 7, 8
+  CHECK(elementAt<int64_t>(first[1], 0) == 700);
+  CHECK(elementAt<int64_t>(first[1], 1) == 800);
+  auto v = ds->valBatch({2, 2, 2, 1}, 3); // step 3, accum 1: g = 14, 15 -> rows 9, 0
+  CHECK(elementAt<int64_t>(v[1], 0) == 900);
+  CHECK(elementAt<int64_t>(v[1], 1) == 0);
+  CHECK(elementAt<float>(v[0], 4) == 1.0f);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("data: tensor files are checked against the program inputs", "[runtime][data]") {
+  auto dir = std::filesystem::temp_directory_path() / "nnsc-tensor-check-test";
+  std::filesystem::create_directories(dir);
+  auto openError = [&](const TensorFile &f, std::vector<TensorInputSpec> inputs = kMlpInputs) {
+    std::string path = f.write(dir, "d.safetensors");
+    auto ds = TensorDataset::open(path, std::move(inputs), 0);
+    REQUIRE(!ds.isOk());
+    return ds.status().message();
+  };
+  std::string path = (dir / "d.safetensors").string();
+
+  TensorFile missing(4);
+  missing.entries[1].name = "label";
+  CHECK(openError(missing) == path + ": error: no tensor 'y' for the program's input 'y' (I64 "
+                                     "[N]); the file holds: label, x");
+
+  TensorFile badType(4);
+  badType.entries[1].dtype = "F64";
+  CHECK(openError(badType) == path + ": error: tensor 'y' is F64 [4]; the program's input 'y' "
+                                     "needs I64 [N] (N samples of shape [])");
+
+  CHECK(openError(TensorFile(4), {{"x", "F32", {4}}}) ==
+        path + ": error: tensor 'x' is F32 [4, 3]; the program's input 'x' needs F32 [N, 4] (N "
+               "samples of shape [4])");
+
+  TensorFile uneven(4);
+  uneven.y.pop_back();
+  uneven.entries[1] = {"y", "I64", {3}, TensorFile::bytesOf(uneven.y)};
+  CHECK(openError(uneven) == path + ": error: tensor 'y' has 3 samples (first dim) but tensor "
+                                    "'x' has 4; every input needs the same number");
+
+  CHECK_THAT(openError(TensorFile(0)), Catch::Contains("tensor 'x' holds no samples"));
+  CHECK_THAT(openError(TensorFile(4), {{"y", "I64", {1}}}),
+             Catch::Contains("tensor 'y' is I64 [4]; the program's input 'y' needs I64 [N, 1]"));
+  auto none = TensorDataset::open((dir / "none.safetensors").string(), kMlpInputs, 0);
+  REQUIRE(!none.isOk());
+  CHECK_THAT(none.status().message(), Catch::Contains("none.safetensors: error: cannot open"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("lr schedule: warmup, cosine decay, floor", "[runtime][lr]") {
