@@ -164,8 +164,9 @@ Status checkCrossKeys(const TrainerConfig &c) {
   if (c.program.empty())
     return err("program",
                "'program' is required: the directory holding rank{r}.py/.pb/.safetensors");
-  if (c.data.kind == "tokens" && c.data.train.empty())
-    return err("data.train", "'data.train' is required when data.kind is 'tokens'");
+  if ((c.data.kind == "tokens" || c.data.kind == "tensors") && c.data.train.empty())
+    return err("data.train",
+               fmt::format("'data.train' is required when data.kind is '{}'", c.data.kind));
   if (c.data.kind == "synthetic" && c.data.vocabSize <= 0)
     return err("data.vocab_size",
                "'data.vocab_size' must be positive when data.kind is 'synthetic'");

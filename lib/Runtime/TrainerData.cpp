@@ -74,6 +74,14 @@ Expected<int64_t> tokenBatchSize(TrainerState &s) {
                   "the program's first input is not 2-D",
                   s.env.rank);
   const auto &in = s.manifest.inputs(0);
+  for (int i = 0; i < std::min(2, s.manifest.inputs_size()); ++i) {
+    proto::DType dt = s.manifest.inputs(i).dtype();
+    if (dt != proto::INT64 && dt != proto::INT32)
+      return errorf("rank{}.pb: error: data.kind '{}' feeds token ids, but the program's input "
+                    "'{}' is {}; use data.kind 'tensors' for other inputs",
+                    s.env.rank, s.config.data.kind, s.manifest.inputs(i).name(),
+                    proto::DType_Name(dt));
+  }
   int64_t t = in.shape(1);
   if (s.config.data.blockSize != 0 && s.config.data.blockSize != t)
     return Status::error(formatError(

@@ -18,8 +18,8 @@
 namespace nnsc::rt {
 
 struct DataConfig {
-  std::string kind = "tokens";  ///< tokens | synthetic
-  std::string train;            ///< token file (required for kind=tokens)
+  std::string kind = "tokens";  ///< tokens | tensors | synthetic
+  std::string train;            ///< token or tensor file (required unless synthetic)
   std::string val;              ///< token file for validation; empty = none
   std::string dtype = "uint16"; ///< uint16 | int32
   int64_t blockSize = 0;        ///< 0 = from the program's input shape
