@@ -209,9 +209,8 @@ struct ProgramStep {
 /// have not run yet, then the node part.
 std::vector<ProgramStep> deviceProgram(const PartitionedGraph &pg, int device);
 
-/// The node's arguments rewritten for `part`'s local shapes: the size or
-/// shape argument of view, reshape, _unsafe_view, expand and the creation ops
-/// becomes the part's local output shape; everything else is unchanged.
-std::vector<ir::Argument> localArgs(const ir::Graph &graph, const NodePart &part);
+/// The node's arguments rewritten for `part`'s local shapes
+/// (ops::localizeArgs over the part's input and output sub-tensor shapes).
+Expected<std::vector<ir::Argument>> localArgs(const ir::Graph &graph, const NodePart &part);
 
 } // namespace nnsc::transform
