@@ -25,5 +25,7 @@ if ((${#missing[@]})); then
 fi
 
 [ "${NNSC_SKIP_BUILD:-0}" = 1 ] && exit 0
+# Let ccache hit across clones of the repository (paths under it are hashed relative).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build
