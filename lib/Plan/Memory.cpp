@@ -3,7 +3,7 @@
 #include <map>
 #include <set>
 
-#include "NodeSplit.h"
+#include "nnsc/Plan/NodeSplit.h"
 
 namespace nnsc::plan {
 

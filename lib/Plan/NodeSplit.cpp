@@ -1,4 +1,5 @@
-#include "NodeSplit.h"
+// Plan primitives: building and resolving one node's split (NodeSplit.h).
+#include "nnsc/Plan/NodeSplit.h"
 
 #include <fmt/format.h>
 
@@ -22,30 +23,111 @@ std::vector<ir::Shape> shapesOf(const ir::Graph &graph, const std::vector<int64_
   return shapes;
 }
 
+proto::NodePlan basePlan(const ir::Node &node, const std::vector<int> &devices,
+                         const std::string &rule) {
+  proto::NodePlan np;
+  np.set_node(node.id);
+  np.set_num(1);
+  for (int d : devices)
+    np.add_devices(d);
+  np.set_stage(0);
+  np.set_recompute_group(-1);
+  np.set_rule(rule);
+  return np;
+}
+
 } // namespace
 
-Expected<ops::SplitEffect> nodeSplitEffect(const ir::Graph &graph, const ir::Node &node,
-                                           const proto::NodePlan &np) {
-  if (np.num() <= 1)
-    return wholeEffect(node);
+std::string describeNode(const ir::Node &node) {
+  std::string path = node.modulePath.empty() ? "<top>" : node.modulePath;
+  return fmt::format("node {} {} at {} ({})", node.id, node.op, path, node.locString());
+}
+
+Expected<ops::BoundAnno> bindNode(const ir::Graph &graph, const ir::Node &node) {
   if (node.annotations.empty())
-    return errorf("{} is replicate-only (no partition annotation) but the plan splits it into {}",
-                  node.op, np.num());
+    return errorf("{} is replicate-only (no partition annotation)", node.op);
   auto candidates = ops::parseCandidates(node.annotations);
   if (!candidates)
     return candidates.status();
-  auto bound =
-      ops::bindFirstMatch(*candidates, shapesOf(graph, node.inputs), shapesOf(graph, node.outputs));
+  return ops::bindFirstMatch(*candidates, shapesOf(graph, node.inputs),
+                             shapesOf(graph, node.outputs));
+}
+
+Expected<ResolvedSplit> resolveSplit(const ir::Graph &graph, const ir::Node &node,
+                                     const proto::NodePlan &np) {
+  ResolvedSplit r;
+  if (np.num() <= 1) {
+    r.effect = wholeEffect(node);
+    return r;
+  }
+  if (node.annotations.empty())
+    return errorf("{} is replicate-only (no partition annotation) but the plan splits it into {}",
+                  node.op, np.num());
+  auto bound = bindNode(graph, node);
   if (!bound)
     return bound.status();
-  std::string ident = np.ident();
-  if (ident.empty()) {
+  r.ident = np.ident();
+  if (r.ident.empty()) {
     auto at = ops::identAt(*bound, np.input(), np.dim());
     if (!at)
       return at.status();
-    ident = *at;
+    r.ident = *at;
   }
-  return ops::splitEffect(*bound, ident, np.num());
+  auto effect = ops::splitEffect(*bound, r.ident, np.num());
+  if (!effect)
+    return effect.status();
+  r.num = np.num();
+  r.identSize = bound->sizes.at(r.ident);
+  r.effect = effect.take();
+  return r;
+}
+
+Expected<ops::SplitEffect> nodeSplitEffect(const ir::Graph &graph, const ir::Node &node,
+                                           const proto::NodePlan &np) {
+  auto r = resolveSplit(graph, node, np);
+  if (!r)
+    return r.status();
+  return r->effect;
+}
+
+proto::NodePlan replicateNode(const ir::Node &node, const std::vector<int> &devices,
+                              const std::string &rule) {
+  return basePlan(node, devices, rule);
+}
+
+Expected<proto::NodePlan> splitNodeByIdent(const ir::Graph &graph, const ir::Node &node,
+                                           const std::string &ident,
+                                           const std::vector<int> &devices,
+                                           const std::string &rule) {
+  proto::NodePlan np = basePlan(node, devices, rule);
+  np.set_ident(ident);
+  np.set_num(static_cast<int>(devices.size()));
+  auto r = resolveSplit(graph, node, np);
+  if (!r)
+    return r.status().withContext(
+        fmt::format("cannot split {} along '{}' into {}", describeNode(node), ident, np.num()));
+  return np;
+}
+
+Expected<proto::NodePlan> splitNodeByDim(const ir::Graph &graph, const ir::Node &node, int input,
+                                         int dim, const std::vector<int> &devices,
+                                         const std::string &rule) {
+  proto::NodePlan np = basePlan(node, devices, rule);
+  np.set_input(input);
+  np.set_dim(dim);
+  np.set_num(static_cast<int>(devices.size()));
+  auto r = resolveSplit(graph, node, np);
+  if (!r)
+    return r.status().withContext(fmt::format("cannot split {} at input {} dim {} into {}",
+                                              describeNode(node), input, dim, np.num()));
+  return np;
+}
+
+std::vector<int> firstDevices(int n) {
+  std::vector<int> out;
+  for (int d = 0; d < n; ++d)
+    out.push_back(d);
+  return out;
 }
 
 } // namespace nnsc::plan

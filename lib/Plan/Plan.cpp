@@ -12,10 +12,27 @@ Status checkOptions(const PlanOptions &options) {
   if (options.runtimeNgpus <= 0)
     return errorf("error: impossible --runtime-ngpus {}; expected a positive number of devices",
                   options.runtimeNgpus);
+  if (options.planNgpus < 0)
+    return errorf("error: impossible --plan-ngpus {}; expected a positive number of devices",
+                  options.planNgpus);
+  if (options.planNgpus > 0 && options.runtimeNgpus % options.planNgpus != 0)
+    return errorf("error: --runtime-ngpus {} is not a multiple of --plan-ngpus {}",
+                  options.runtimeNgpus, options.planNgpus);
+  if (options.policy == "hybrid" && options.planNgpus == 0)
+    return errorf("error: policy 'hybrid' needs --plan-ngpus T (devices of one tensor-parallel "
+                  "copy); --runtime-ngpus N runs N/T copies");
+  if (options.policy == "file" && options.planFile.empty())
+    return errorf("error: policy 'file' needs --plan-file PLAN.yaml");
+  if (!options.planFile.empty() && options.policy != "file")
+    return errorf("error: --plan-file needs --policy file (got --policy {})", options.policy);
   if (options.microBatches <= 0)
     return errorf("error: impossible --micro-batches {}; expected a positive number",
                   options.microBatches);
   return Status::ok();
+}
+
+int planDevices(const PlanOptions &options) {
+  return options.planNgpus > 0 ? options.planNgpus : options.runtimeNgpus;
 }
 
 uint64_t graphFingerprint(const ir::Graph &graph) {

@@ -63,8 +63,20 @@ Expected<ir::Graph> readPlanGraph(const proto::Plan &plan, const std::string &pl
   return graph;
 }
 
+namespace {
+
+Expected<std::string> runCheck(const PlanCheck &check, const proto::Plan &plan,
+                               const ir::Graph &graph) {
+  if (!check)
+    return std::string();
+  return check(plan, graph);
+}
+
+} // namespace
+
 Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
-                   const std::string &outPath, bool print, std::ostream &out, std::ostream &log) {
+                   const std::string &outPath, bool print, std::ostream &out, std::ostream &log,
+                   const PlanCheck &check) {
   NNSC_RETURN_IF_ERROR(checkOptions(options));
   auto graph = ir::readGraph(graphPath);
   if (!graph)
@@ -74,25 +86,34 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
   auto plan = makePlan(*graph, opts);
   if (!plan)
     return plan.status();
+  auto extra = runCheck(check, *plan, *graph);
+  if (!extra)
+    return extra.status();
   if (!outPath.empty()) {
     NNSC_RETURN_IF_ERROR(writePlan(*plan, outPath));
     log << fmt::format("nnsc-plan: wrote {} (policy {}, plan_ngpus {}, runtime_ngpus {})\n",
                        outPath, plan->policy(), plan->plan_ngpus(), plan->runtime_ngpus());
   }
-  if (print)
+  if (print) {
     printPlan(*plan, *graph, out);
+    out << *extra;
+  }
   return Status::ok();
 }
 
 Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
-                     std::ostream &out) {
+                     std::ostream &out, const PlanCheck &check) {
   auto plan = readPlan(planPath);
   if (!plan)
     return plan.status();
   auto graph = readPlanGraph(*plan, planPath, graphOverride);
   if (!graph)
     return graph.status();
+  auto extra = runCheck(check, *plan, *graph);
+  if (!extra)
+    return extra.status().withContext(planPath);
   printPlan(*plan, *graph, out);
+  out << *extra;
   return Status::ok();
 }
 

@@ -1,41 +1,36 @@
 // The policy registry. Each policy is a function from a graph to a plan;
-// adding one (tp, pp, autodist) means adding an entry here.
+// adding one (pp, autodist) means adding an entry here.
 #include <fmt/format.h>
 
-#include "nnsc/Plan/Plan.h"
+#include "Policies.h"
+#include "SplitTracker.h"
+#include "nnsc/Plan/NodeSplit.h"
 
 namespace nnsc::plan {
-
-namespace {
 
 /// Data parallelism: one model copy per rank. The plan spans one device that
 /// runs every node whole; runtime_ngpus copies of it train on disjoint
 /// micro-batches and average their gradients.
 Expected<proto::Plan> makeDataParallel(const ir::Graph &graph, const PlanOptions &options) {
-  proto::Plan plan;
-  plan.set_policy("dp");
-  plan.set_plan_ngpus(1);
-  plan.set_runtime_ngpus(options.runtimeNgpus);
-  proto::Stage *stage = plan.add_stages();
-  stage->set_id(0);
-  stage->add_devices(0);
-  for (const ir::Node &node : graph.nodes()) {
-    proto::NodePlan *np = plan.add_nodes();
-    np->set_node(node.id);
-    np->set_num(1);
-    np->add_devices(0);
-    np->set_stage(0);
-    np->set_recompute_group(-1);
-  }
+  proto::Plan plan = newPlan("dp", 1, options.runtimeNgpus);
+  for (const ir::Node &node : graph.nodes())
+    *plan.add_nodes() = replicateNode(node, {0}, "");
   return plan;
 }
-
-} // namespace
 
 const std::vector<Policy> &policies() {
   static const std::vector<Policy> all = {
       {"dp", "data parallel: every rank runs the whole model on its own micro-batches",
        makeDataParallel},
+      {"tp", "tensor parallel: every op split along its first identifier that divides by the "
+             "plan's devices (--seed: a random one)",
+       makeTensorParallel},
+      {"data", "every op split along the batch dim of the inputs, followed through annotations",
+       makeDataSplit},
+      {"hybrid", "tp over --plan-ngpus T devices, runtime_ngpus / T data-parallel copies",
+       makeHybrid},
+      {"file", "a user plan file (--plan-file PLAN.yaml): rules by module path, op or node",
+       makeFromPlanFile},
   };
   return all;
 }

@@ -1,9 +1,10 @@
 // validatePlan: the checks every plan passes before codegen sees it.
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 
-#include "NodeSplit.h"
+#include "nnsc/Plan/NodeSplit.h"
 #include "nnsc/Plan/Plan.h"
 
 namespace nnsc::plan {
@@ -58,7 +59,33 @@ Status checkNode(const proto::Plan &plan, const ir::Graph &graph, const proto::N
                   np.stage());
   auto effect = nodeSplitEffect(graph, node, np);
   if (!effect)
-    return effect.status().withContext(fmt::format("node {} ({})", node.id, node.op));
+    return effect.status().withContext(describeNode(node));
+  return Status::ok();
+}
+
+// A split input is fed in plan_ngpus equal parts along a dim it has.
+Status checkInputs(const proto::Plan &plan, const ir::Graph &graph) {
+  std::set<int64_t> seen;
+  for (const proto::InputPlan &in : plan.inputs()) {
+    bool isInput = std::find(graph.inputs.begin(), graph.inputs.end(), in.tensor()) !=
+                   graph.inputs.end();
+    if (!isInput)
+      return errorf("input plan names tensor %{}, which is not a graph input", in.tensor());
+    if (!seen.insert(in.tensor()).second)
+      return errorf("input %{} is planned twice", in.tensor());
+    if (in.num() <= 1)
+      continue;
+    const ir::Tensor &t = graph.tensor(in.tensor());
+    if (in.num() != plan.plan_ngpus())
+      return errorf("input '{}' is split into {} parts; expected plan_ngpus ({})", t.name,
+                    in.num(), plan.plan_ngpus());
+    if (in.dim() < 0 || in.dim() >= static_cast<int>(t.shape.size()))
+      return errorf("input '{}' has no dim {} (shape {})", t.name, in.dim(),
+                    ir::shapeString(t.shape));
+    if (t.shape[static_cast<size_t>(in.dim())] % in.num() != 0)
+      return errorf("dim {} of input '{}' (size {}) does not split into {} parts", in.dim(),
+                    t.name, t.shape[static_cast<size_t>(in.dim())], in.num());
+  }
   return Status::ok();
 }
 
@@ -78,7 +105,7 @@ Status validatePlan(const proto::Plan &plan, const ir::Graph &graph) {
                     np.node());
     NNSC_RETURN_IF_ERROR(checkNode(plan, graph, np, stageIds));
   }
-  return Status::ok();
+  return checkInputs(plan, graph);
 }
 
 } // namespace nnsc::plan

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,16 @@ constexpr uint32_t kPlanFormatVersion = 1;
 struct PlanOptions {
   std::string policy = "dp"; ///< a name from policyNames()
   int runtimeNgpus = 1;      ///< total ranks at run time, >= 1
-  int microBatches = 1;      ///< micro-batches per optimizer step, >= 1
-  std::string graphPath;     ///< recorded in the plan (where the graph came from)
+  /// Devices one model copy spans (tp, data, hybrid, file); 0 = the policy's
+  /// default (runtimeNgpus for tp and data; the plan file's, else
+  /// runtimeNgpus, for file). Must divide runtimeNgpus.
+  int planNgpus = 0;
+  int microBatches = 1;  ///< micro-batches per optimizer step, >= 1
+  std::string graphPath; ///< recorded in the plan (where the graph came from)
+  /// tp / hybrid: choose among the splittable identifiers at random with
+  /// this seed instead of taking the first.
+  std::optional<uint64_t> seed;
+  std::string planFile; ///< file policy: the user plan (YAML, docs/plan-files.md)
 };
 
 /// A policy fills in a plan for `graph`. It may assume `options` passed
@@ -48,8 +57,13 @@ const Policy *findPolicy(const std::string &name);
 std::string policyNames();
 
 /// Checks option values that no policy can work with (ngpus <= 0, unknown
-/// policy). Errors read "error: ..." and name the bad value.
+/// policy, plan ngpus not dividing runtime ngpus, a policy missing its
+/// option). Errors read "error: ..." and name the bad value.
 Status checkOptions(const PlanOptions &options);
+
+/// The plan_ngpus a tp/data/hybrid policy uses: options.planNgpus, or
+/// options.runtimeNgpus when 0.
+int planDevices(const PlanOptions &options);
 
 /// Runs the chosen policy, stamps the common fields and validates the result
 /// against `graph` (validatePlan), so a returned plan is always usable.

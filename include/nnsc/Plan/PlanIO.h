@@ -1,6 +1,7 @@
 #pragma once
 /// plan.pb on disk, and the `nnsc-plan` tool's two jobs as library calls.
 
+#include <functional>
 #include <ostream>
 #include <string>
 
@@ -24,14 +25,23 @@ Expected<proto::Plan> readPlan(const std::string &path);
 Expected<ir::Graph> readPlanGraph(const proto::Plan &plan, const std::string &planPath,
                                   const std::string &override);
 
-/// `nnsc-plan GRAPH.pb --policy P ... [-o PLAN.pb] [--print]`: plans the
-/// graph, writes the plan when `outPath` is non-empty and prints its text
-/// form to `out` when `print`; one line to `log` says what was written.
-Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
-                   const std::string &outPath, bool print, std::ostream &out, std::ostream &log);
+/// A later stage's look at a finished plan (the tool passes the partition
+/// pass, which lives above Plan in the layering): an error rejects the plan
+/// before it is written; the text is printed after the node table.
+using PlanCheck =
+    std::function<Expected<std::string>(const proto::Plan &plan, const ir::Graph &graph)>;
 
-/// `nnsc-plan --print PLAN.pb [--graph GRAPH.pb]`: the text form of a plan file.
+/// `nnsc-plan GRAPH.pb --policy P ... [-o PLAN.pb] [--print]`: plans the
+/// graph, runs `check` (if any), writes the plan when `outPath` is non-empty
+/// and prints its text form (and check's text) to `out` when `print`; one
+/// line to `log` says what was written.
+Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
+                   const std::string &outPath, bool print, std::ostream &out, std::ostream &log,
+                   const PlanCheck &check = {});
+
+/// `nnsc-plan --print PLAN.pb [--graph GRAPH.pb]`: the text form of a plan
+/// file, followed by check's text.
 Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
-                     std::ostream &out);
+                     std::ostream &out, const PlanCheck &check = {});
 
 } // namespace nnsc::plan

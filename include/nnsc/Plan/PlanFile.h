@@ -1,0 +1,77 @@
+#pragma once
+/// User plan files (`nnsc-plan --policy file --plan-file PLAN.yaml`), the
+/// format in docs/plan-files.md:
+///
+///   plan_ngpus: 2            # optional; --plan-ngpus must agree
+///   default: follow          # replicate (default) | follow
+///   rules:                   # the first rule that matches a node wins
+///     - module: transformer.h.*.attn.c_attn   # glob(s) over module paths
+///       op: aten::linear                      # glob(s) over op names
+///       node: 24                              # node id(s)
+///       partition: {ident: n}                 # {ident, num} | {input, dim, num}
+///                                             # | replicate | follow
+///
+/// Every selector given must match (they are and-ed; a list matches if any
+/// element does). Unknown keys, a rule without selector or partition, and
+/// bad values are errors at file:line:col; so is a rule that matched no node
+/// and a partition the node's annotation forbids (naming the node, its
+/// module path and source location).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nnsc/IR/Graph.h"
+#include "nnsc/Support/Diagnostic.h"
+#include "nnsc/Support/Status.h"
+#include "nnsc/plan.pb.h"
+
+namespace nnsc::plan {
+
+enum class RuleAction {
+  Replicate, ///< the node whole on every plan device
+  Follow,    ///< split the way an input already is (else replicate)
+  Partition  ///< split along `ident`, or the identifier at (input, dim)
+};
+
+struct PlanRule {
+  SourcePos pos; ///< the rule's first key
+  std::vector<std::string> modules; ///< globs: '*' any run of characters, '?' one
+  std::vector<std::string> ops;     ///< globs over "aten::linear"
+  std::vector<int64_t> nodes;
+  RuleAction action = RuleAction::Replicate;
+  std::string ident; ///< Partition by identifier, or empty
+  int input = -1;    ///< Partition by (input, dim) when ident is empty
+  int dim = 0;
+  int num = 0; ///< parts; 0 = plan_ngpus
+
+  /// The selectors as written: "module transformer.h.*.attn.c_attn, op aten::view".
+  std::string selectorText() const;
+  /// True when every selector given matches `node`.
+  bool matches(const ir::Node &node) const;
+};
+
+struct PlanFile {
+  std::string path;
+  std::string text; ///< for error snippets
+  int planNgpus = 0; ///< 0: not given
+  RuleAction defaultAction = RuleAction::Replicate;
+  std::vector<PlanRule> rules;
+};
+
+/// Reads and checks a plan file (syntax, keys, values; not the graph).
+Expected<PlanFile> readPlanFile(const std::string &path);
+/// As readPlanFile, from text; `path` names it in errors.
+Expected<PlanFile> parsePlanFile(const std::string &text, const std::string &path);
+
+/// fnmatch-style: '*' matches any run of characters (dots included), '?'
+/// one character; everything else itself.
+bool globMatch(std::string_view pattern, std::string_view text);
+
+/// The plan the rules give `graph` over `planNgpus` devices (runtimeNgpus
+/// ranks). Errors at the offending rule's position.
+Expected<proto::Plan> applyPlanFile(const ir::Graph &graph, const PlanFile &file, int planNgpus,
+                                    int runtimeNgpus);
+
+} // namespace nnsc::plan

@@ -1,0 +1,183 @@
+// Applying a user plan file to a graph (PlanFile.h): the file policy.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "Policies.h"
+#include "SplitTracker.h"
+#include "nnsc/Plan/NodeSplit.h"
+#include "nnsc/Plan/PlanFile.h"
+
+namespace nnsc::plan {
+
+bool globMatch(std::string_view pattern, std::string_view text) {
+  size_t p = 0, t = 0, starP = std::string_view::npos, starT = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      starP = p++;
+      starT = t;
+    } else if (starP != std::string_view::npos) {
+      p = starP + 1;
+      t = ++starT;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*')
+    ++p;
+  return p == pattern.size();
+}
+
+namespace {
+
+bool anyGlob(const std::vector<std::string> &globs, const std::string &text) {
+  for (const std::string &g : globs)
+    if (globMatch(g, text))
+      return true;
+  return false;
+}
+
+std::string listText(const std::vector<std::string> &items) {
+  std::string out;
+  for (const std::string &s : items)
+    out += (out.empty() ? "" : "|") + s;
+  return out;
+}
+
+} // namespace
+
+std::string PlanRule::selectorText() const {
+  std::vector<std::string> parts;
+  if (!modules.empty())
+    parts.push_back("module " + listText(modules));
+  if (!ops.empty())
+    parts.push_back("op " + listText(ops));
+  if (!nodes.empty()) {
+    std::vector<std::string> ids;
+    for (int64_t n : nodes)
+      ids.push_back(std::to_string(n));
+    parts.push_back("node " + listText(ids));
+  }
+  std::string out;
+  for (const std::string &p : parts)
+    out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+bool PlanRule::matches(const ir::Node &node) const {
+  if (!modules.empty() && !anyGlob(modules, node.modulePath))
+    return false;
+  if (!ops.empty() && !anyGlob(ops, node.op))
+    return false;
+  if (!nodes.empty() && std::find(nodes.begin(), nodes.end(), node.id) == nodes.end())
+    return false;
+  return true;
+}
+
+namespace {
+
+class PlanFileApplier {
+public:
+  PlanFileApplier(const ir::Graph &graph, const PlanFile &file, int planNgpus, int runtimeNgpus)
+      : graph_(graph), file_(file), plan_(newPlan("file", planNgpus, runtimeNgpus)),
+        tracker_(graph), devices_(firstDevices(planNgpus)), matched_(file.rules.size()) {}
+
+  Expected<proto::Plan> run();
+
+private:
+  Status errorAt(const PlanRule &rule, const std::string &msg) const {
+    return Status::error(formatErrorWithSnippet(rule.pos, msg, file_.text));
+  }
+  std::string tagOf(const PlanRule &rule) const {
+    return fmt::format("{}:{}", std::filesystem::path(file_.path).filename().string(),
+                       rule.pos.line);
+  }
+  Expected<proto::NodePlan> planNode(const ir::Node &node);
+  Expected<proto::NodePlan> partition(const ir::Node &node, const PlanRule &rule);
+  proto::NodePlan follow(const ir::Node &node, const std::string &tag) {
+    auto np = followInputs(graph_, node, tracker_, devices_, tag);
+    return np ? *np : replicateNode(node, devices_, tag);
+  }
+
+  const ir::Graph &graph_;
+  const PlanFile &file_;
+  proto::Plan plan_;
+  SplitTracker tracker_;
+  std::vector<int> devices_;
+  std::vector<int> matched_;
+};
+
+Expected<proto::Plan> PlanFileApplier::run() {
+  for (const ir::Node &node : graph_.nodes()) {
+    auto np = planNode(node);
+    if (!np)
+      return np.status();
+    NNSC_RETURN_IF_ERROR(addNodePlan(graph_, node, np.take(), plan_, tracker_));
+  }
+  for (size_t i = 0; i < file_.rules.size(); ++i)
+    if (matched_[i] == 0)
+      return errorAt(file_.rules[i],
+                     fmt::format("rule matched no node: {}", file_.rules[i].selectorText()));
+  return plan_;
+}
+
+Expected<proto::NodePlan> PlanFileApplier::planNode(const ir::Node &node) {
+  for (size_t i = 0; i < file_.rules.size(); ++i) {
+    const PlanRule &rule = file_.rules[i];
+    if (!rule.matches(node))
+      continue;
+    ++matched_[i];
+    if (rule.action == RuleAction::Partition)
+      return partition(node, rule);
+    if (rule.action == RuleAction::Follow)
+      return follow(node, tagOf(rule));
+    return replicateNode(node, devices_, tagOf(rule));
+  }
+  if (file_.defaultAction == RuleAction::Follow)
+    return follow(node, "default follow");
+  return replicateNode(node, devices_, "default replicate");
+}
+
+Expected<proto::NodePlan> PlanFileApplier::partition(const ir::Node &node, const PlanRule &rule) {
+  int n = static_cast<int>(devices_.size());
+  int num = rule.num > 0 ? rule.num : n;
+  if (num == 1)
+    return replicateNode(node, devices_, tagOf(rule));
+  if (num != n)
+    return errorAt(rule, fmt::format("rule '{}' splits {} into {} parts; a node is split over "
+                                     "all plan_ngpus ({}) devices or replicated",
+                                     rule.selectorText(), describeNode(node), num, n));
+  auto np = rule.ident.empty()
+                ? splitNodeByDim(graph_, node, rule.input, rule.dim, devices_, tagOf(rule))
+                : splitNodeByIdent(graph_, node, rule.ident, devices_, tagOf(rule));
+  if (!np)
+    return errorAt(rule, fmt::format("rule '{}': {}", rule.selectorText(), np.status().message()));
+  return np;
+}
+
+} // namespace
+
+Expected<proto::Plan> applyPlanFile(const ir::Graph &graph, const PlanFile &file, int planNgpus,
+                                    int runtimeNgpus) {
+  return PlanFileApplier(graph, file, planNgpus, runtimeNgpus).run();
+}
+
+Expected<proto::Plan> makeFromPlanFile(const ir::Graph &graph, const PlanOptions &options) {
+  auto file = readPlanFile(options.planFile);
+  if (!file)
+    return file.status();
+  if (options.planNgpus > 0 && file->planNgpus > 0 && options.planNgpus != file->planNgpus)
+    return errorf("error: --plan-ngpus {} disagrees with plan_ngpus {} in {}", options.planNgpus,
+                  file->planNgpus, options.planFile);
+  int n = options.planNgpus > 0 ? options.planNgpus
+                                : (file->planNgpus > 0 ? file->planNgpus : options.runtimeNgpus);
+  if (options.runtimeNgpus % n != 0)
+    return errorf("error: --runtime-ngpus {} is not a multiple of plan_ngpus {} ({})",
+                  options.runtimeNgpus, n, options.planFile);
+  return applyPlanFile(graph, *file, n, options.runtimeNgpus);
+}
+
+} // namespace nnsc::plan

@@ -1,0 +1,232 @@
+// Reading user plan files (PlanFile.h, docs/plan-files.md).
+#include <set>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "nnsc/Plan/PlanFile.h"
+#include "nnsc/Support/File.h"
+
+namespace nnsc::plan {
+
+namespace {
+
+class PlanFileReader {
+public:
+  PlanFileReader(std::string path, std::string text) {
+    file_.path = std::move(path);
+    file_.text = std::move(text);
+  }
+  Expected<PlanFile> read();
+
+private:
+  SourcePos posOf(const YAML::Node &n) const {
+    return {file_.path, n.Mark().line + 1, n.Mark().column + 1};
+  }
+  Status errorAt(const YAML::Node &n, const std::string &msg) const {
+    return Status::error(formatErrorWithSnippet(posOf(n), msg, file_.text));
+  }
+  Status checkKeys(const YAML::Node &map, const std::set<std::string> &allowed,
+                   const char *what) const;
+  Expected<int64_t> readInt(const YAML::Node &n, const char *what, int64_t min) const;
+  Status readTop(const YAML::Node &root);
+  Status readDefault(const YAML::Node &n);
+  Status readRule(const YAML::Node &n);
+  Status readSelectors(const YAML::Node &n, PlanRule &rule) const;
+  Status readStrings(const YAML::Node &n, std::vector<std::string> &out, const char *what) const;
+  Status readPartition(const YAML::Node &n, PlanRule &rule) const;
+  Status readPartitionMap(const YAML::Node &n, PlanRule &rule) const;
+
+  PlanFile file_;
+};
+
+std::string joinKeys(const std::set<std::string> &keys) {
+  std::string out;
+  for (const std::string &k : keys)
+    out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+Expected<PlanFile> PlanFileReader::read() {
+  YAML::Node root;
+  try {
+    root = YAML::Load(file_.text);
+  } catch (const YAML::Exception &e) {
+    SourcePos pos{file_.path, e.mark.line + 1, e.mark.column + 1};
+    return Status::error(formatErrorWithSnippet(pos, e.msg, file_.text));
+  }
+  if (!root.IsMap())
+    return Status::error(formatError({file_.path, 1, 1},
+                                     "expected a map with keys 'plan_ngpus', 'default', 'rules'"));
+  NNSC_RETURN_IF_ERROR(readTop(root));
+  return file_;
+}
+
+Status PlanFileReader::checkKeys(const YAML::Node &map, const std::set<std::string> &allowed,
+                                 const char *what) const {
+  std::set<std::string> seen;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    std::string key = it->first.Scalar();
+    if (!allowed.count(key))
+      return errorAt(it->first, fmt::format("unknown key '{}' in {}; expected one of: {}", key,
+                                            what, joinKeys(allowed)));
+    if (!seen.insert(key).second)
+      return errorAt(it->first, fmt::format("duplicate key '{}' in {}", key, what));
+  }
+  return Status::ok();
+}
+
+Expected<int64_t> PlanFileReader::readInt(const YAML::Node &n, const char *what,
+                                          int64_t min) const {
+  int64_t v = 0;
+  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
+    return errorAt(n, fmt::format("{} must be an integer", what));
+  if (v < min)
+    return errorAt(n, fmt::format("{} must be at least {}; got {}", what, min, v));
+  return v;
+}
+
+Status PlanFileReader::readTop(const YAML::Node &root) {
+  NNSC_RETURN_IF_ERROR(checkKeys(root, {"plan_ngpus", "default", "rules"}, "the plan file"));
+  if (const YAML::Node n = root["plan_ngpus"]) {
+    auto v = readInt(n, "plan_ngpus", 1);
+    if (!v)
+      return v.status();
+    file_.planNgpus = static_cast<int>(*v);
+  }
+  if (const YAML::Node n = root["default"])
+    NNSC_RETURN_IF_ERROR(readDefault(n));
+  const YAML::Node rules = root["rules"];
+  if (!rules)
+    return Status::error(formatError({file_.path, 1, 1}, "the plan file has no 'rules'"));
+  if (!rules.IsSequence())
+    return errorAt(rules, "'rules' must be a list of rules");
+  for (const YAML::Node &r : rules)
+    NNSC_RETURN_IF_ERROR(readRule(r));
+  return Status::ok();
+}
+
+Status PlanFileReader::readDefault(const YAML::Node &n) {
+  std::string v = n.IsScalar() ? n.Scalar() : "";
+  if (v == "replicate")
+    file_.defaultAction = RuleAction::Replicate;
+  else if (v == "follow")
+    file_.defaultAction = RuleAction::Follow;
+  else
+    return errorAt(n, fmt::format("unknown default '{}'; expected one of: replicate, follow", v));
+  return Status::ok();
+}
+
+Status PlanFileReader::readRule(const YAML::Node &n) {
+  if (!n.IsMap())
+    return errorAt(n, "a rule must be a map with selectors (module, op, node) and 'partition'");
+  NNSC_RETURN_IF_ERROR(checkKeys(n, {"module", "op", "node", "partition"}, "a rule"));
+  PlanRule rule;
+  rule.pos = posOf(n.begin()->first);
+  NNSC_RETURN_IF_ERROR(readSelectors(n, rule));
+  if (!n["partition"])
+    return errorAt(n, "the rule has no 'partition' (a map, 'replicate' or 'follow')");
+  NNSC_RETURN_IF_ERROR(readPartition(n["partition"], rule));
+  file_.rules.push_back(std::move(rule));
+  return Status::ok();
+}
+
+Status PlanFileReader::readSelectors(const YAML::Node &n, PlanRule &rule) const {
+  if (n["module"])
+    NNSC_RETURN_IF_ERROR(readStrings(n["module"], rule.modules, "module"));
+  if (n["op"])
+    NNSC_RETURN_IF_ERROR(readStrings(n["op"], rule.ops, "op"));
+  if (const YAML::Node nodes = n["node"]) {
+    std::vector<YAML::Node> items;
+    if (nodes.IsSequence())
+      for (const YAML::Node &item : nodes)
+        items.push_back(item);
+    else
+      items.push_back(nodes);
+    for (const YAML::Node &item : items) {
+      auto id = readInt(item, "node", 0);
+      if (!id)
+        return id.status();
+      rule.nodes.push_back(*id);
+    }
+  }
+  if (rule.modules.empty() && rule.ops.empty() && rule.nodes.empty())
+    return errorAt(n, "the rule selects nothing; give 'module', 'op' or 'node'");
+  return Status::ok();
+}
+
+Status PlanFileReader::readStrings(const YAML::Node &n, std::vector<std::string> &out,
+                                   const char *what) const {
+  if (n.IsScalar()) {
+    out.push_back(n.Scalar());
+    return Status::ok();
+  }
+  if (!n.IsSequence())
+    return errorAt(n, fmt::format("'{}' must be a string or a list of strings", what));
+  for (const YAML::Node &item : n) {
+    if (!item.IsScalar())
+      return errorAt(item, fmt::format("'{}' must be a string or a list of strings", what));
+    out.push_back(item.Scalar());
+  }
+  return Status::ok();
+}
+
+Status PlanFileReader::readPartition(const YAML::Node &n, PlanRule &rule) const {
+  if (n.IsMap())
+    return readPartitionMap(n, rule);
+  std::string v = n.IsScalar() ? n.Scalar() : "";
+  if (v == "replicate")
+    rule.action = RuleAction::Replicate;
+  else if (v == "follow")
+    rule.action = RuleAction::Follow;
+  else
+    return errorAt(n, fmt::format("unknown partition '{}'; expected a map {{ident, num}} or "
+                                  "{{input, dim, num}}, 'replicate' or 'follow'",
+                                  v));
+  return Status::ok();
+}
+
+Status PlanFileReader::readPartitionMap(const YAML::Node &n, PlanRule &rule) const {
+  NNSC_RETURN_IF_ERROR(checkKeys(n, {"ident", "input", "dim", "num"}, "a partition"));
+  rule.action = RuleAction::Partition;
+  if (const YAML::Node id = n["ident"]) {
+    if (!id.IsScalar() || id.Scalar().empty())
+      return errorAt(id, "'ident' must name an identifier of the op's annotation");
+    if (n["input"] || n["dim"])
+      return errorAt(id, "give either 'ident' or 'input' and 'dim', not both");
+    rule.ident = id.Scalar();
+  } else if (n["input"] && n["dim"]) {
+    auto input = readInt(n["input"], "input", 0);
+    if (!input)
+      return input.status();
+    auto dim = readInt(n["dim"], "dim", INT32_MIN);
+    if (!dim)
+      return dim.status();
+    rule.input = static_cast<int>(*input);
+    rule.dim = static_cast<int>(*dim);
+  } else {
+    return errorAt(n, "a partition needs 'ident', or 'input' and 'dim'");
+  }
+  if (const YAML::Node num = n["num"]) {
+    auto v = readInt(num, "num", 1);
+    if (!v)
+      return v.status();
+    rule.num = static_cast<int>(*v);
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Expected<PlanFile> parsePlanFile(const std::string &text, const std::string &path) {
+  return PlanFileReader(path, text).read();
+}
+
+Expected<PlanFile> readPlanFile(const std::string &path) {
+  auto text = readFile(path);
+  if (!text)
+    return text.status();
+  return parsePlanFile(*text, path);
+}
+
+} // namespace nnsc::plan

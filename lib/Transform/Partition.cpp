@@ -1,0 +1,242 @@
+// partitionGraph: node parts, tensor placements and adapters (Partition.h);
+// reducers and the loss are in PartitionState.cpp.
+#include "nnsc/Transform/Partition.h"
+
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "PartitionAdapters.h"
+#include "PartitionLayouts.h"
+#include "PartitionState.h"
+
+namespace nnsc::transform {
+
+namespace {
+
+bool isState(const ir::Tensor &t) {
+  return t.kind == ir::TensorKind::Param || t.kind == ir::TensorKind::Buffer ||
+         t.kind == ir::TensorKind::Constant;
+}
+
+bool isTrainable(const ir::Tensor &t) { return t.kind == ir::TensorKind::Param && t.requiresGrad; }
+
+std::vector<int> devicesOf(const proto::NodePlan &np) {
+  return {np.devices().begin(), np.devices().end()};
+}
+
+class Partitioner {
+public:
+  Partitioner(const ir::Graph &graph, const proto::Plan &plan, const PartitionOptions &options)
+      : graph_(graph), plan_(plan), options_(options) {}
+
+  Expected<PartitionedGraph> run();
+
+private:
+  Status resolveNodes();
+  Status placeTensors();
+  Expected<RvdLayout> inputLayout(const ir::Tensor &t) const;
+  void markGradients();
+  void classifyParamReads();
+  bool consumerPartial(const ir::Node &node, size_t input) const;
+  Status buildParts();
+  Expected<int> adapterFor(const ir::Node &node, size_t input);
+  std::string edgeContext(const ir::Node &node, size_t input) const;
+
+  const ir::Graph &graph_;
+  const proto::Plan &plan_;
+  const PartitionOptions &options_;
+  PartitionedGraph pg_;
+  std::vector<plan::ResolvedSplit> splits_;
+  std::vector<NodeLayouts> layouts_;
+  std::vector<bool> needsGrad_;
+  std::vector<bool> keepPartial_; // per tensor: a parameter whose reads all leave partial grads
+  std::map<std::tuple<int64_t, std::string, bool>, int> adapterIndex_;
+};
+
+Expected<PartitionedGraph> Partitioner::run() {
+  pg_.numDevices = plan_.plan_ngpus();
+  NNSC_RETURN_IF_ERROR(resolveNodes());
+  NNSC_RETURN_IF_ERROR(placeTensors());
+  markGradients();
+  classifyParamReads();
+  NNSC_RETURN_IF_ERROR(buildParts());
+  pg_.reducers = gradReducers(graph_, pg_, keepPartial_);
+  pg_.loss = lossInfo(graph_, pg_, splits_);
+  return std::move(pg_);
+}
+
+Status Partitioner::resolveNodes() {
+  int64_t lossNode = lossNodeOf(graph_);
+  for (const ir::Node &node : graph_.nodes()) {
+    const proto::NodePlan &np = plan_.nodes(static_cast<int>(node.id));
+    auto split = plan::resolveSplit(graph_, node, np);
+    if (!split)
+      return Status::internal(split.status().withContext(plan::describeNode(node)).message());
+    auto layouts = nodeLayouts(graph_, node, *split, devicesOf(np), node.id == lossNode);
+    if (!layouts)
+      return layouts.status().withContext(plan::describeNode(node));
+    splits_.push_back(split.take());
+    layouts_.push_back(layouts.take());
+  }
+  return Status::ok();
+}
+
+Expected<RvdLayout> Partitioner::inputLayout(const ir::Tensor &t) const {
+  for (const proto::InputPlan &in : plan_.inputs())
+    if (in.tensor() == t.id && in.num() > 1) {
+      std::vector<int> devices;
+      for (int d = 0; d < in.num(); ++d)
+        devices.push_back(d);
+      return splitLayout(t.shape, in.dim(), devices);
+    }
+  std::vector<int> all;
+  for (int d = 0; d < plan_.plan_ngpus(); ++d)
+    all.push_back(d);
+  return replicatedLayout(t.shape, all);
+}
+
+// Activations live where their producer writes them, graph inputs as fed,
+// state as its first reader wants it (unread state on device 0).
+Status Partitioner::placeTensors() {
+  std::vector<std::optional<RvdLayout>> layout(graph_.tensors().size());
+  for (const ir::Node &node : graph_.nodes()) {
+    const NodeLayouts &l = layouts_[static_cast<size_t>(node.id)];
+    for (size_t o = 0; o < node.outputs.size(); ++o)
+      layout[static_cast<size_t>(node.outputs[o])] = l.outputs[o];
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      auto &slot = layout[static_cast<size_t>(node.inputs[i])];
+      if (!slot && isState(graph_.tensor(node.inputs[i])))
+        slot = l.inputs[i];
+    }
+  }
+  for (const ir::Tensor &t : graph_.tensors()) {
+    auto &slot = layout[static_cast<size_t>(t.id)];
+    if (!slot) {
+      auto l = t.kind == ir::TensorKind::Input ? inputLayout(t) : replicatedLayout(t.shape, {0});
+      if (!l)
+        return l.status().withContext(fmt::format("tensor %{} '{}'", t.id, t.name));
+      slot = l.take();
+    }
+    TensorPlacement p{t.id, *slot, {}};
+    for (int i = 0; i < slot->numDevices(); ++i)
+      p.pieces.push_back(pieceOf(*slot, t.id, i));
+    pg_.tensors.push_back(std::move(p));
+  }
+  return Status::ok();
+}
+
+void Partitioner::markGradients() {
+  needsGrad_.assign(graph_.tensors().size(), false);
+  for (const ir::Tensor &t : graph_.tensors())
+    needsGrad_[static_cast<size_t>(t.id)] = isTrainable(t);
+  for (const ir::Node &node : graph_.nodes()) {
+    bool any = false;
+    for (int64_t in : node.inputs)
+      any = any || needsGrad_[static_cast<size_t>(in)];
+    for (int64_t out : node.outputs)
+      needsGrad_[static_cast<size_t>(out)] = any && ir::isFloatingPoint(graph_.tensor(out).dtype);
+  }
+}
+
+bool Partitioner::consumerPartial(const ir::Node &node, size_t input) const {
+  const plan::ResolvedSplit &s = splits_[static_cast<size_t>(node.id)];
+  return s.num > 1 && s.effect.inputDims[input] < 0;
+}
+
+// A parameter keeps partial gradients (summed by its reducer) only when every
+// read of it is direct and partial; one read with whole gradients makes all
+// its partial reads sum theirs in backward instead.
+void Partitioner::classifyParamReads() {
+  std::vector<int> partial(graph_.tensors().size()), whole(graph_.tensors().size());
+  for (const ir::Node &node : graph_.nodes())
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const ir::Tensor &t = graph_.tensor(node.inputs[i]);
+      if (!isTrainable(t))
+        continue;
+      const RvdLayout &stored = pg_.tensors[static_cast<size_t>(t.id)].layout;
+      bool direct = stored.equivalent(layouts_[static_cast<size_t>(node.id)].inputs[i]);
+      ++(direct && consumerPartial(node, i) ? partial : whole)[static_cast<size_t>(t.id)];
+    }
+  keepPartial_.assign(graph_.tensors().size(), false);
+  for (size_t t = 0; t < partial.size(); ++t)
+    keepPartial_[t] = partial[t] > 0 && whole[t] == 0;
+}
+
+Status Partitioner::buildParts() {
+  pg_.parts.resize(graph_.nodes().size());
+  for (const ir::Node &node : graph_.nodes()) {
+    const NodeLayouts &l = layouts_[static_cast<size_t>(node.id)];
+    std::vector<int> adapters;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      auto a = adapterFor(node, i);
+      if (!a)
+        return a.status();
+      adapters.push_back(*a);
+    }
+    std::vector<int> devices = devicesOf(plan_.nodes(static_cast<int>(node.id)));
+    for (size_t p = 0; p < devices.size(); ++p) {
+      NodePart part{node.id, static_cast<int>(p), devices[p], {}, adapters, {}};
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        part.inputs.push_back(pieceOf(l.inputs[i], node.inputs[i], static_cast<int>(p)));
+      for (size_t o = 0; o < node.outputs.size(); ++o)
+        part.outputs.push_back(pieceOf(l.outputs[o], node.outputs[o], static_cast<int>(p)));
+      pg_.parts[static_cast<size_t>(node.id)].push_back(std::move(part));
+    }
+  }
+  return Status::ok();
+}
+
+std::string Partitioner::edgeContext(const ir::Node &node, size_t input) const {
+  const ir::Tensor &t = graph_.tensor(node.inputs[input]);
+  return fmt::format("tensor %{}{} read by {} (input {})", t.id,
+                     t.name.empty() ? "" : " '" + t.name + "'", plan::describeNode(node), input);
+}
+
+// The adapter feeding input `input` of `node`, shared with earlier readers
+// of the same tensor that want the same layout; -1 when none is needed.
+Expected<int> Partitioner::adapterFor(const ir::Node &node, size_t input) {
+  int64_t t = node.inputs[input];
+  const RvdLayout &producer = pg_.tensors[static_cast<size_t>(t)].layout;
+  const RvdLayout &consumer = layouts_[static_cast<size_t>(node.id)].inputs[input];
+  if (producer.deviceSet() != consumer.deviceSet())
+    return errorf("{}: it lives on devices [{}] but the reader runs on [{}]; moving tensors "
+                  "between device sets (pipeline stages) is not supported yet",
+                  edgeContext(node, input), fmt::join(producer.deviceSet(), ", "),
+                  fmt::join(consumer.deviceSet(), ", "));
+  EdgeGrad grad{needsGrad_[static_cast<size_t>(t)], consumerPartial(node, input),
+                keepPartial_[static_cast<size_t>(t)]};
+  auto key = std::make_tuple(t, consumer.canonical().strWithDevices(), grad.consumerPartial);
+  if (auto it = adapterIndex_.find(key); it != adapterIndex_.end()) {
+    if (it->second < 0)
+      return -1;
+    pg_.adapters[static_cast<size_t>(it->second)].readers.emplace_back(node.id, input);
+    return it->second;
+  }
+  RvdSearchOptions search = options_.search;
+  search.elementBytes = ir::dtypeSize(graph_.tensor(t).dtype);
+  auto adapter = buildAdapter(t, producer, consumer, grad, search);
+  if (!adapter)
+    return adapter.status().withContext(edgeContext(node, input));
+  if (adapter->ops.empty()) {
+    adapterIndex_[key] = -1;
+    return -1;
+  }
+  adapter->readers.emplace_back(node.id, input);
+  int index = static_cast<int>(pg_.adapters.size());
+  pg_.adapters.push_back(adapter.take());
+  adapterIndex_[key] = index;
+  return index;
+}
+
+} // namespace
+
+Expected<PartitionedGraph> partitionGraph(const ir::Graph &graph, const proto::Plan &plan,
+                                          const PartitionOptions &options) {
+  return Partitioner(graph, plan, options).run();
+}
+
+} // namespace nnsc::transform

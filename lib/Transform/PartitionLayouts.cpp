@@ -1,0 +1,80 @@
+// Node layouts (PartitionLayouts.h).
+#include "PartitionLayouts.h"
+
+#include <map>
+
+namespace nnsc::transform {
+
+namespace {
+
+std::vector<int64_t> ones(size_t rank) { return std::vector<int64_t>(rank, 1); }
+
+Expected<RvdLayout> partialLayout(const ir::Shape &shape, const std::vector<int> &devices) {
+  return RvdLayout::make(shape, 1, static_cast<int64_t>(devices.size()), ones(shape.size()),
+                         devices);
+}
+
+Expected<RvdLayout> layoutFor(const ir::Shape &shape, int dim, bool partial,
+                              const std::vector<int> &devices) {
+  if (partial)
+    return partialLayout(shape, devices);
+  if (dim >= 0)
+    return splitLayout(shape, dim, devices);
+  return replicatedLayout(shape, devices);
+}
+
+} // namespace
+
+Expected<RvdLayout> replicatedLayout(const ir::Shape &shape, const std::vector<int> &devices) {
+  return RvdLayout::make(shape, static_cast<int64_t>(devices.size()), 1, ones(shape.size()),
+                         devices);
+}
+
+Expected<RvdLayout> splitLayout(const ir::Shape &shape, int dim, const std::vector<int> &devices) {
+  std::vector<int64_t> d = ones(shape.size());
+  d.at(static_cast<size_t>(dim)) = static_cast<int64_t>(devices.size());
+  return RvdLayout::make(shape, 1, 1, d, devices);
+}
+
+Expected<NodeLayouts> nodeLayouts(const ir::Graph &graph, const ir::Node &node,
+                                  const plan::ResolvedSplit &split,
+                                  const std::vector<int> &devices, bool shareOutput) {
+  NodeLayouts out;
+  bool whole = split.num <= 1;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    int dim = whole ? -1 : split.effect.inputDims[i];
+    auto l = layoutFor(graph.tensor(node.inputs[i]).shape, dim, false, devices);
+    if (!l)
+      return l.status();
+    out.inputs.push_back(l.take());
+  }
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    int dim = whole ? -1 : split.effect.outputDims[o];
+    bool partial = !whole && (split.effect.valueSplit || (dim < 0 && shareOutput));
+    auto l = layoutFor(graph.tensor(node.outputs[o]).shape, dim, partial, devices);
+    if (!l)
+      return l.status();
+    out.outputs.push_back(l.take());
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> replicaGroups(const RvdLayout &layout) {
+  std::map<std::vector<int64_t>, std::vector<int>> byPiece;
+  std::vector<std::vector<int64_t>> order;
+  for (int i = 0; i < layout.numDevices(); ++i) {
+    std::vector<int64_t> coord = layout.coordOf(i);
+    coord[kAxisR] = 0;
+    auto [it, fresh] = byPiece.try_emplace(coord);
+    if (fresh)
+      order.push_back(coord);
+    it->second.push_back(layout.devices()[static_cast<size_t>(i)]);
+  }
+  std::vector<std::vector<int>> groups;
+  for (const auto &key : order)
+    groups.push_back(byPiece[key]);
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
+} // namespace nnsc::transform
