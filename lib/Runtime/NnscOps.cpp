@@ -6,6 +6,8 @@
 //   all_reduce            forward allreduce      backward identity   (Megatron g)
 //   identity_all_reduce   forward identity       backward allreduce  (Megatron f)
 //   all_gather            forward allgather      backward reduce-scatter
+//   all_gather_split      forward allgather      backward local chunk (the
+//                                                gradient is whole on every member)
 //   reduce_scatter        forward reduce-scatter backward allgather
 //   all_to_all            forward alltoall       backward the reverse alltoall
 //   split                 forward local chunk    backward allgather
@@ -13,6 +15,8 @@
 // Results are new tensors (never views of the input). A failure throws a
 // c10::Error naming the op and the group; Program::run turns it into a Status.
 #include <torch/torch.h>
+
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -39,17 +43,31 @@ at::Tensor valueOrThrow(Expected<at::Tensor> result, const char *op, int64_t gro
   return result.take();
 }
 
+// Backends move bytes of numeric types; a bool mask (an attention mask
+// computed on a split tensor) travels as uint8.
+at::Tensor moved(const at::Tensor &x,
+                 const std::function<Expected<at::Tensor>(const at::Tensor &)> &f, const char *op,
+                 int64_t g) {
+  if (x.scalar_type() != at::kBool)
+    return valueOrThrow(f(x), op, g);
+  return valueOrThrow(f(x.to(at::kByte)), op, g).to(at::kBool);
+}
+
 at::Tensor allReduce(const at::Tensor &x, int64_t g, const char *op) {
   return valueOrThrow(allReduceTensor(lookup(g, op), x), op, g);
 }
 at::Tensor allGather(const at::Tensor &x, int64_t dim, int64_t g, const char *op) {
-  return valueOrThrow(allGatherTensor(lookup(g, op), x, dim), op, g);
+  CommBackend &group = lookup(g, op);
+  return moved(
+      x, [&](const at::Tensor &t) { return allGatherTensor(group, t, dim); }, op, g);
 }
 at::Tensor reduceScatter(const at::Tensor &x, int64_t dim, int64_t g, const char *op) {
   return valueOrThrow(reduceScatterTensor(lookup(g, op), x, dim), op, g);
 }
 at::Tensor allToAll(const at::Tensor &x, int64_t split, int64_t concat, int64_t g, const char *op) {
-  return valueOrThrow(allToAllTensor(lookup(g, op), x, split, concat), op, g);
+  CommBackend &group = lookup(g, op);
+  return moved(
+      x, [&](const at::Tensor &t) { return allToAllTensor(group, t, split, concat); }, op, g);
 }
 
 struct AllReduceFn : torch::autograd::Function<AllReduceFn> {
@@ -82,6 +100,20 @@ struct AllGatherFn : torch::autograd::Function<AllGatherFn> {
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
     int64_t dim = ctx->saved_data["dim"].toInt(), group = ctx->saved_data["group"].toInt();
     return {reduceScatter(grads[0], dim, group, "all_gather (backward)"), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+struct AllGatherSplitFn : torch::autograd::Function<AllGatherSplitFn> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, int64_t dim, int64_t group) {
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["group"] = group;
+    return allGather(x, dim, group, "all_gather_split");
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    int64_t dim = ctx->saved_data["dim"].toInt(), group = ctx->saved_data["group"].toInt();
+    const char *op = "all_gather_split (backward)";
+    return {valueOrThrow(chunkTensor(lookup(group, op), grads[0], dim), op, group), at::Tensor(),
             at::Tensor()};
   }
 };
@@ -135,6 +167,9 @@ at::Tensor identityAllReduceOp(const at::Tensor &x, int64_t group) {
 at::Tensor allGatherOp(const at::Tensor &x, int64_t dim, int64_t group) {
   return AllGatherFn::apply(x, dim, group);
 }
+at::Tensor allGatherSplitOp(const at::Tensor &x, int64_t dim, int64_t group) {
+  return AllGatherSplitFn::apply(x, dim, group);
+}
 at::Tensor reduceScatterOp(const at::Tensor &x, int64_t dim, int64_t group) {
   return ReduceScatterFn::apply(x, dim, group);
 }
@@ -160,6 +195,8 @@ TORCH_LIBRARY(nnsc, m) {
   m.impl("identity_all_reduce", kKey, TORCH_FN(identityAllReduceOp));
   m.def("all_gather(Tensor x, int dim, int group) -> Tensor");
   m.impl("all_gather", kKey, TORCH_FN(allGatherOp));
+  m.def("all_gather_split(Tensor x, int dim, int group) -> Tensor");
+  m.impl("all_gather_split", kKey, TORCH_FN(allGatherSplitOp));
   m.def("reduce_scatter(Tensor x, int dim, int group) -> Tensor");
   m.impl("reduce_scatter", kKey, TORCH_FN(reduceScatterOp));
   m.def("all_to_all(Tensor x, int split_dim, int concat_dim, int group) -> Tensor");

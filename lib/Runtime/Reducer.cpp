@@ -10,10 +10,12 @@ namespace nnsc::rt {
 
 Reducer::Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
                  std::vector<std::string> names, int64_t bucketBytes, bool average,
-                 std::chrono::milliseconds timeout)
+                 std::chrono::milliseconds timeout, int64_t divisor)
     : group_(std::move(group)), params_(std::move(params)), names_(std::move(names)),
-      average_(average), timeout_(timeout), bucketOf_(params_.size()),
-      seen_(params_.size(), false) {
+      divisor_(divisor > 0 ? divisor
+               : average   ? group_->size()
+                           : 1),
+      timeout_(timeout), bucketOf_(params_.size()), seen_(params_.size(), false) {
   buildBuckets(bucketBytes > 0 ? bucketBytes : int64_t(25) << 20);
   installHooks();
 }
@@ -62,7 +64,8 @@ void Reducer::installHooks() {
 }
 
 void Reducer::prepare(bool reduce) {
-  armed_ = reduce && group_->size() > 1; // a group of one has nothing to average
+  // A group of one has nothing to sum (but may still have a divisor).
+  armed_ = reduce && (group_->size() > 1 || divisor_ != 1);
   nextLaunch_ = 0;
   std::fill(seen_.begin(), seen_.end(), false);
   for (auto &b : buckets_) {
@@ -113,8 +116,8 @@ Status Reducer::finish() {
                                        group_->group().describe(), i, buckets_.size(),
                                        names_[b.members[0]], st.message()),
                            st.kind());
-    if (average_)
-      b.flat.div_(group_->size());
+    if (divisor_ != 1)
+      b.flat.div_(divisor_);
     for (size_t j = 0; j < b.members.size(); ++j) {
       at::Tensor &p = params_[b.members[j]];
       at::Tensor src = b.flat.narrow(0, b.offsets[j], p.numel()).view(p.sizes());

@@ -24,16 +24,24 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The mean of `sum` over `count` contributions across all ranks (ranks
-// without a loss, e.g. early pipeline stages, contribute nothing).
-Expected<double> averageOverRanks(TrainerState &s, double sum, double count) {
-  at::Tensor buf = at::tensor({sum, count}, at::TensorOptions().dtype(at::kDouble));
+// This rank's part of its copy's loss: a loss replicated over several ranks
+// of the copy counts once, a partial loss (loss_scale) as its share.
+double lossShare(const TrainerState &s, double loss) {
+  double scale = s.manifest.loss_scale() != 0 ? s.manifest.loss_scale() : 1.0;
+  int replicas = std::max(1, s.manifest.loss_replicas());
+  return loss * scale / replicas;
+}
+
+// The mean over data-parallel copies and `count` micro-batches of the copies'
+// losses, each the sum of its ranks' shares (`sum` is this rank's, summed
+// over its micro-batches; ranks without a loss contribute 0).
+Expected<double> averageOverCopies(TrainerState &s, double sum, double count) {
+  at::Tensor buf = at::tensor({sum}, at::TensorOptions().dtype(at::kDouble));
   std::vector<at::Tensor> bufs{buf};
   Status st = s.comm->world().allReduce(bufs)->wait();
   if (!st.isOk())
     return st.withContext("averaging the loss over ranks");
-  double total = buf[1].item<double>();
-  return total > 0 ? buf[0].item<double>() / total : 0.0;
+  return buf[0].item<double>() / (count * double(std::max<int64_t>(1, s.layout.dpSize)));
 }
 
 Status backward(TrainerState &s, const at::Tensor &loss) {
@@ -60,7 +68,7 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
     auto loss = forwardLoss(s, s.trainData->batch(s.layout, step, micro));
     if (!loss)
       return loss.status();
-    lossSum += loss->detach().item<double>();
+    lossSum += lossShare(s, loss->detach().item<double>());
     NNSC_RETURN_IF_ERROR(backward(s, *loss));
   }
   for (auto &r : s.reducers)
@@ -75,7 +83,7 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
   gradNorm = *norm;
   s.optimizer->step(lr);
   s.optimizer->zeroGrad();
-  return averageOverRanks(s, lossSum, double(accum));
+  return averageOverCopies(s, lossSum, double(accum));
 }
 
 Expected<double> validate(TrainerState &s) {
@@ -85,9 +93,9 @@ Expected<double> validate(TrainerState &s) {
     auto loss = forwardLoss(s, s.valData->valBatch(s.layout, v));
     if (!loss)
       return loss.status();
-    sum += loss->item<double>();
+    sum += lossShare(s, loss->item<double>());
   }
-  return averageOverRanks(s, sum, double(s.config.train.valBatches));
+  return averageOverCopies(s, sum, double(s.config.train.valBatches));
 }
 
 bool due(int64_t done, int64_t every, int64_t last) {

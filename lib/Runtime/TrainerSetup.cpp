@@ -144,7 +144,7 @@ Status buildReducers(TrainerState &s) {
       names.push_back(n);
     }
     s.reducers.push_back(std::make_unique<Reducer>(group, params, names, spec.bucket_bytes(),
-                                                   spec.average(), timeout));
+                                                   spec.average(), timeout, spec.divisor()));
   }
   return Status::ok();
 }

@@ -5,7 +5,8 @@
 /// them); a post-hook on each leaf's gradient accumulator launches the
 /// asynchronous allreduce of a flattened bucket once all its grads are
 /// ready, buckets strictly in order so every rank issues the same sequence.
-/// finish() waits, copies the results back and divides by the group size.
+/// finish() waits, copies the results back and divides them (by the group
+/// size when averaging, or by an explicit divisor).
 
 #include <chrono>
 #include <cstdint>
@@ -26,11 +27,13 @@ namespace nnsc::rt {
 class Reducer {
 public:
   /// `params` (leaves with requires_grad) in registration order, `names`
-  /// theirs for messages. Installs the hooks; the Reducer must outlive every
-  /// backward pass over them.
+  /// theirs for messages. The reduced gradients are the sums over the group
+  /// divided by `divisor` when it is > 0, else by the group size when
+  /// `average`, else left as sums. Installs the hooks; the Reducer must
+  /// outlive every backward pass over them.
   Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
           std::vector<std::string> names, int64_t bucketBytes, bool average,
-          std::chrono::milliseconds timeout);
+          std::chrono::milliseconds timeout, int64_t divisor = 0);
   ~Reducer();
   Reducer(const Reducer &) = delete;
   Reducer &operator=(const Reducer &) = delete;
@@ -65,7 +68,7 @@ private:
   std::shared_ptr<CommBackend> group_;
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
-  bool average_;
+  int64_t divisor_; ///< 1: keep the sums
   std::chrono::milliseconds timeout_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucketOf_;
