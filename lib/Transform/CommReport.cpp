@@ -57,7 +57,8 @@ void printAdapter(const ir::Graph &graph, const Adapter &a, size_t index, std::o
     const CommOp &op = a.ops[i];
     os << fmt::format("    {}. {} -> {}: forward {}, backward {}{}\n", i + 1, formatCommOp(op),
                       ir::shapeString(op.outShape), primitiveName(op.forward),
-                      primitiveName(op.backward), megatronName(op));
+                      a.needsGrad ? primitiveName(op.backward) : "none (no gradient)",
+                      a.needsGrad ? megatronName(op) : "");
   }
 }
 
@@ -84,7 +85,7 @@ void printLayers(const ir::Graph &graph, const PartitionedGraph &pg, std::ostrea
     for (const CommOp &op : a.ops) {
       if (!isLocal(op.forward))
         ++fwd[primitiveName(op.forward)];
-      if (!isLocal(op.backward))
+      if (a.needsGrad && !isLocal(op.backward))
         ++bwd[primitiveName(op.backward)];
     }
   }

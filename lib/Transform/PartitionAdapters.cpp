@@ -64,6 +64,7 @@ Expected<Adapter> buildAdapter(int64_t tensor, const RvdLayout &producer,
   a.producer = producer;
   a.consumer = consumer;
   a.forward = plan.take();
+  a.needsGrad = grad.needsGrad;
   bool partialAtEnd = gatherTakesPartial(a.forward, consumer, grad);
   for (size_t i = 0; i < a.forward.steps.size(); ++i) {
     const RvdStep &step = a.forward.steps[i];

@@ -116,6 +116,10 @@ struct Adapter {
   std::vector<CommOp> ops;
   /// (node id, input index) pairs that read the result, in node order.
   std::vector<std::pair<int64_t, int>> readers;
+  /// False when no gradient flows back through it (integer tensors, graph
+  /// inputs, anything not downstream of a trainable parameter): the ops'
+  /// backward never runs.
+  bool needsGrad = true;
 };
 
 /// One part of a node, run by one plan device.
