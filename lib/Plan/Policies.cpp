@@ -22,8 +22,9 @@ const std::vector<Policy> &policies() {
   static const std::vector<Policy> all = {
       {"dp", "data parallel: every rank runs the whole model on its own micro-batches",
        makeDataParallel},
-      {"tp", "tensor parallel: every op split along its first identifier that divides by the "
-             "plan's devices (--seed: a random one)",
+      {"tp",
+       "tensor parallel: every op split along its first identifier that divides by the "
+       "plan's devices (--seed: a random one)",
        makeTensorParallel},
       {"data", "every op split along the batch dim of the inputs, followed through annotations",
        makeDataSplit},

@@ -40,9 +40,8 @@ Expected<proto::Plan> makeDataSplit(const ir::Graph &graph, const PlanOptions &o
   std::vector<int> devices = firstDevices(n);
   for (const ir::Node &node : graph.nodes()) {
     auto np = followInputs(graph, node, tracker, devices, "data");
-    NNSC_RETURN_IF_ERROR(addNodePlan(graph, node,
-                                     np ? *np : replicateNode(node, devices, "data: no batch dim"),
-                                     plan, tracker));
+    NNSC_RETURN_IF_ERROR(addNodePlan(
+        graph, node, np ? *np : replicateNode(node, devices, "data: no batch dim"), plan, tracker));
   }
   return plan;
 }

@@ -38,7 +38,8 @@ Expected<proto::Plan> makeSplitEverywhere(const ir::Graph &graph, const PlanOpti
     rng.emplace(*options.seed);
   std::vector<int> devices = firstDevices(n);
   for (const ir::Node &node : graph.nodes()) {
-    std::vector<std::string> ids = n > 1 ? divisibleIdents(graph, node, n) : std::vector<std::string>{};
+    std::vector<std::string> ids =
+        n > 1 ? divisibleIdents(graph, node, n) : std::vector<std::string>{};
     proto::NodePlan np = replicateNode(node, devices, policy);
     if (!ids.empty()) {
       auto split = splitNodeByIdent(graph, node, ids[pick(ids.size(), rng)], devices, policy);

@@ -23,8 +23,7 @@ namespace {
 // input split along `dim`.
 std::optional<proto::NodePlan> followOne(const ir::Graph &graph, const ir::Node &node,
                                          const ops::BoundAnno &bound, int input, int dim,
-                                         const std::vector<int> &devices,
-                                         const std::string &rule) {
+                                         const std::vector<int> &devices, const std::string &rule) {
   auto ident = ops::identAt(bound, input, dim);
   if (!ident)
     return std::nullopt;

@@ -67,8 +67,8 @@ Status checkNode(const proto::Plan &plan, const ir::Graph &graph, const proto::N
 Status checkInputs(const proto::Plan &plan, const ir::Graph &graph) {
   std::set<int64_t> seen;
   for (const proto::InputPlan &in : plan.inputs()) {
-    bool isInput = std::find(graph.inputs.begin(), graph.inputs.end(), in.tensor()) !=
-                   graph.inputs.end();
+    bool isInput =
+        std::find(graph.inputs.begin(), graph.inputs.end(), in.tensor()) != graph.inputs.end();
     if (!isInput)
       return errorf("input plan names tensor %{}, which is not a graph input", in.tensor());
     if (!seen.insert(in.tensor()).second)
@@ -77,14 +77,14 @@ Status checkInputs(const proto::Plan &plan, const ir::Graph &graph) {
       continue;
     const ir::Tensor &t = graph.tensor(in.tensor());
     if (in.num() != plan.plan_ngpus())
-      return errorf("input '{}' is split into {} parts; expected plan_ngpus ({})", t.name,
-                    in.num(), plan.plan_ngpus());
+      return errorf("input '{}' is split into {} parts; expected plan_ngpus ({})", t.name, in.num(),
+                    plan.plan_ngpus());
     if (in.dim() < 0 || in.dim() >= static_cast<int>(t.shape.size()))
       return errorf("input '{}' has no dim {} (shape {})", t.name, in.dim(),
                     ir::shapeString(t.shape));
     if (t.shape[static_cast<size_t>(in.dim())] % in.num() != 0)
-      return errorf("dim {} of input '{}' (size {}) does not split into {} parts", in.dim(),
-                    t.name, t.shape[static_cast<size_t>(in.dim())], in.num());
+      return errorf("dim {} of input '{}' (size {}) does not split into {} parts", in.dim(), t.name,
+                    t.shape[static_cast<size_t>(in.dim())], in.num());
   }
   return Status::ok();
 }

@@ -34,8 +34,8 @@ std::string sourceText(const ir::Graph &graph, int64_t tensor) {
 std::string readersText(const ir::Graph &graph, const Adapter &a) {
   std::vector<std::string> out;
   for (const auto &[node, input] : a.readers)
-    out.push_back(fmt::format("{} input {}", nodeText(graph.nodes()[static_cast<size_t>(node)]),
-                              input));
+    out.push_back(
+        fmt::format("{} input {}", nodeText(graph.nodes()[static_cast<size_t>(node)]), input));
   return fmt::format("{}", fmt::join(out, ", "));
 }
 

@@ -53,9 +53,8 @@ CommOp sumPartialGrads(const RvdLayout &consumer) {
 
 } // namespace
 
-Expected<Adapter> buildAdapter(int64_t tensor, const RvdLayout &producer,
-                               const RvdLayout &consumer, const EdgeGrad &grad,
-                               const RvdSearchOptions &options) {
+Expected<Adapter> buildAdapter(int64_t tensor, const RvdLayout &producer, const RvdLayout &consumer,
+                               const EdgeGrad &grad, const RvdSearchOptions &options) {
   auto plan = searchRvdPlan(producer, consumer, options);
   if (!plan)
     return plan.status();

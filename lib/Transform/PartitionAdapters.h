@@ -25,8 +25,7 @@ struct EdgeGrad {
 /// The adapter from `producer` to `consumer` for `tensor` (readers left
 /// empty). Its `ops` are empty when nothing needs to run, in either
 /// direction. Errors: the RVD search failing (different device sets, ...).
-Expected<Adapter> buildAdapter(int64_t tensor, const RvdLayout &producer,
-                               const RvdLayout &consumer, const EdgeGrad &grad,
-                               const RvdSearchOptions &options);
+Expected<Adapter> buildAdapter(int64_t tensor, const RvdLayout &producer, const RvdLayout &consumer,
+                               const EdgeGrad &grad, const RvdSearchOptions &options);
 
 } // namespace nnsc::transform

@@ -37,8 +37,8 @@ Expected<RvdLayout> splitLayout(const ir::Shape &shape, int dim, const std::vect
 }
 
 Expected<NodeLayouts> nodeLayouts(const ir::Graph &graph, const ir::Node &node,
-                                  const plan::ResolvedSplit &split,
-                                  const std::vector<int> &devices, bool shareOutput) {
+                                  const plan::ResolvedSplit &split, const std::vector<int> &devices,
+                                  bool shareOutput) {
   NodeLayouts out;
   bool whole = split.num <= 1;
   for (size_t i = 0; i < node.inputs.size(); ++i) {

@@ -26,8 +26,8 @@ struct NodeLayouts {
 /// part); otherwise such an output is replicated (the annotation promises
 /// equal values).
 Expected<NodeLayouts> nodeLayouts(const ir::Graph &graph, const ir::Node &node,
-                                  const plan::ResolvedSplit &split,
-                                  const std::vector<int> &devices, bool shareOutput);
+                                  const plan::ResolvedSplit &split, const std::vector<int> &devices,
+                                  bool shareOutput);
 
 /// The fully replicated layout of `shape` over `devices`.
 Expected<RvdLayout> replicatedLayout(const ir::Shape &shape, const std::vector<int> &devices);

@@ -28,9 +28,11 @@ std::vector<GradReducer> gradReducers(const ir::Graph &graph, const PartitionedG
       const SubTensor &s = p.pieces[i];
       auto [it, fresh] = byShard.try_emplace({s.start, s.stop}, out.size());
       if (fresh)
-        out.push_back({t.id, s, {},
-                       keepPartial[static_cast<size_t>(t.id)] ? GradReduce::Sum
-                                                              : GradReduce::Average});
+        out.push_back(
+            {t.id,
+             s,
+             {},
+             keepPartial[static_cast<size_t>(t.id)] ? GradReduce::Sum : GradReduce::Average});
       out[it->second].devices.push_back(p.layout.devices()[i]);
     }
   }

@@ -58,8 +58,7 @@ int main(int argc, char **argv) {
                   planNgpus->count() || planFile->count();
   nnsc::Status st;
   if (planning)
-    st = nnsc::plan::runPlanTool(input, opts, outPath, print, std::cout, std::cerr,
-                                 partitionCheck);
+    st = nnsc::plan::runPlanTool(input, opts, outPath, print, std::cout, std::cerr, partitionCheck);
   else if (print)
     st = nnsc::plan::printPlanFile(input, graphOverride, std::cout, partitionCheck);
   else

@@ -36,7 +36,7 @@ enum class RuleAction {
 };
 
 struct PlanRule {
-  SourcePos pos; ///< the rule's first key
+  SourcePos pos;                    ///< the rule's first key
   std::vector<std::string> modules; ///< globs: '*' any run of characters, '?' one
   std::vector<std::string> ops;     ///< globs over "aten::linear"
   std::vector<int64_t> nodes;
@@ -54,7 +54,7 @@ struct PlanRule {
 
 struct PlanFile {
   std::string path;
-  std::string text; ///< for error snippets
+  std::string text;  ///< for error snippets
   int planNgpus = 0; ///< 0: not given
   RuleAction defaultAction = RuleAction::Replicate;
   std::vector<PlanRule> rules;

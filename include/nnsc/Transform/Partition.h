@@ -57,8 +57,8 @@ struct SubTensor {
   /// "[0:2, 0:32, 16:32]" plus " v1/2" for a value chunk; "[]" for 0-dim.
   std::string str() const;
   bool operator==(const SubTensor &o) const {
-    return tensor == o.tensor && start == o.start && stop == o.stop &&
-           valueIndex == o.valueIndex && valueChunks == o.valueChunks;
+    return tensor == o.tensor && start == o.start && stop == o.stop && valueIndex == o.valueIndex &&
+           valueChunks == o.valueChunks;
   }
 };
 
@@ -150,8 +150,8 @@ enum class GradReduce {
 };
 
 struct GradReducer {
-  int64_t tensor = -1; ///< a parameter with requires_grad
-  SubTensor slice;     ///< the shard
+  int64_t tensor = -1;      ///< a parameter with requires_grad
+  SubTensor slice;          ///< the shard
   std::vector<int> devices; ///< plan devices holding this shard, ascending (>= 1)
   GradReduce reduce = GradReduce::Average;
 };

@@ -51,7 +51,8 @@ rules:
   CHECK(p->nodes(3).num() == 1);
   CHECK(p->nodes(3).rule() == "p.yaml:8");
 
-  auto follow = applyText(g, "default: follow\nrules:\n  - module: fc1\n    partition: {ident: n}\n");
+  auto follow =
+      applyText(g, "default: follow\nrules:\n  - module: fc1\n    partition: {ident: n}\n");
   REQUIRE(follow.isOk());
   CHECK(follow->nodes(1).ident() == "b"); // gelu follows fc1's columns
   CHECK(follow->nodes(1).rule() == "default follow");

@@ -82,7 +82,8 @@ TEST_CASE("plan options are checked with messages naming the bad value", "[plan]
   o.policy = "tpp";
   auto p = plan::makePlan(g, o);
   REQUIRE_FALSE(p.isOk());
-  CHECK(p.status().message() == "error: unknown policy 'tpp'; expected one of: dp, tp, data, hybrid, file");
+  CHECK(p.status().message() ==
+        "error: unknown policy 'tpp'; expected one of: dp, tp, data, hybrid, file");
   CHECK(p.status().kind() == ErrorKind::BadInput);
   auto zero = plan::makePlan(g, dpOptions(0));
   REQUIRE_FALSE(zero.isOk());
@@ -135,7 +136,8 @@ TEST_CASE("validatePlan checks partitions against the annotations", "[plan]") {
   sum->set_num(2);
   sum->add_devices(1);
   CHECK(plan::validatePlan(p, g).message() ==
-        "node 1 aten::sum at <top> (<unknown>): aten::sum is replicate-only (no partition annotation) but the plan "
+        "node 1 aten::sum at <top> (<unknown>): aten::sum is replicate-only (no partition "
+        "annotation) but the plan "
         "splits it into 2");
 }
 

@@ -94,7 +94,8 @@ TEST_CASE("hybrid is tp over --plan-ngpus with data-parallel copies", "[plan][po
   CHECK(noT.status().message().find("policy 'hybrid' needs --plan-ngpus T") != std::string::npos);
   auto uneven = plan::makePlan(g, options("tp", 6, 4));
   REQUIRE_FALSE(uneven.isOk());
-  CHECK(uneven.status().message() == "error: --runtime-ngpus 6 is not a multiple of --plan-ngpus 4");
+  CHECK(uneven.status().message() ==
+        "error: --runtime-ngpus 6 is not a multiple of --plan-ngpus 4");
 }
 
 TEST_CASE("plan primitives refuse frozen dims and name the node", "[plan][policy]") {

@@ -72,7 +72,7 @@ TEST_CASE("linear split along n: column parallel, weight rows sharded", "[partit
   CHECK(p1.outputs[0] == sub(2, {0, 8}, {4, 16}));
   CHECK(p1.outputs[0].shape() == ir::Shape{4, 8});
   CHECK(pg.tensors[1].layout.str() == "R1V1D2,1"); // the weight as its reader wants it
-  CHECK(pg.adapters.empty());                       // x has no gradient: nothing to sum
+  CHECK(pg.adapters.empty());                      // x has no gradient: nothing to sum
   REQUIRE(pg.reducers.size() == 2);
   CHECK(pg.reducers[1].devices == std::vector<int>{1});
 }
@@ -94,8 +94,7 @@ TEST_CASE("linear split along k: value split into partial sums", "[partition]") 
   CHECK(pg.adapters[0].ops[0].outShape == ir::Shape{4, 4});
 }
 
-TEST_CASE("linear split along the batch: replicated weight with partial gradients",
-          "[partition]") {
+TEST_CASE("linear split along the batch: replicated weight with partial gradients", "[partition]") {
   ir::Graph g = oneLinear();
   PartitionedGraph pg = partition(g, planFor(g, 2, {"*0"}));
   CHECK(pg.parts[0][1].inputs[1] == sub(1, {0, 0}, {16, 8}));
