@@ -24,9 +24,10 @@ struct RankOutput {
   proto::RankManifest manifest;
 };
 
-Expected<RankOutput> generateRank(const ir::Graph &graph, const proto::Plan &plan, int rank,
-                                  const CodeGenOptions &options, bool weights) {
-  auto layout = layoutRank(graph, plan, rank);
+Expected<RankOutput> generateRank(const ir::Graph &graph, const proto::Plan &plan,
+                                  const JobLayout &job, int rank, const CodeGenOptions &options,
+                                  bool weights) {
+  auto layout = layoutRank(graph, job, rank);
   if (!layout)
     return layout.status();
   auto program = emitProgram(graph, *layout, {plan.policy(), options.graphPath});
@@ -92,9 +93,12 @@ Status runCodeGen(const CodeGenOptions &options, std::ostream &out, std::ostream
   auto weights = openWeights(*graph, options, log);
   if (!weights)
     return weights.status();
+  auto job = layoutJob(*graph, *plan);
+  if (!job)
+    return job.status();
   std::vector<RankOutput> ranks;
   for (int r = 0; r < plan->runtime_ngpus(); ++r) {
-    auto rank = generateRank(*graph, *plan, r, options, *weights != nullptr);
+    auto rank = generateRank(*graph, *plan, *job, r, options, *weights != nullptr);
     if (!rank)
       return rank.status();
     if (*weights)

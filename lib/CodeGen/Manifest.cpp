@@ -1,5 +1,7 @@
 #include "nnsc/CodeGen/Manifest.h"
 
+#include <map>
+
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 
@@ -14,7 +16,8 @@ proto::DType toProtoDType(ir::DType t) {
   return static_cast<proto::DType>(static_cast<int>(t)); // same order by design
 }
 
-void fillShard(const ir::Graph &graph, const ShardSpec &s, int reducer, proto::Shard &out) {
+// The shard's reducer is set by fillGroupsAndReducers.
+void fillShard(const ir::Graph &graph, const ShardSpec &s, proto::Shard &out) {
   const ir::Tensor &t = graph.tensor(s.tensor);
   out.set_local_name(s.localName);
   out.set_original_name(s.constant ? fmt::format("__const.{}", t.id) : t.name);
@@ -34,7 +37,7 @@ void fillShard(const ir::Graph &graph, const ShardSpec &s, int reducer, proto::S
   slice->set_value_chunks(s.valueChunks);
   bool trainable = !s.constant && t.kind == ir::TensorKind::Param && t.requiresGrad;
   out.set_trainable(trainable);
-  out.set_reducer(trainable ? reducer : -1);
+  out.set_reducer(-1);
   out.set_replicas(s.replicas);
   out.set_constant(s.constant);
 }
@@ -53,22 +56,29 @@ void fillInputs(const ir::Graph &graph, const RankLayout &layout, proto::RankMan
   }
 }
 
-// Group 0: the ranks that hold the same plan device in every data-parallel
-// copy; gradients of replicated shards are averaged over it.
 void fillGroupsAndReducers(const RankLayout &layout, int64_t bucketBytes, proto::RankManifest &m) {
-  proto::CommGroup *g = m.add_groups();
-  g->set_id(0);
-  for (int c = 0; c < layout.dpSize; ++c)
-    g->add_ranks(c * layout.planNgpus + layout.planDevice);
-  proto::Reducer r;
-  r.set_group(0);
-  r.set_bucket_bytes(bucketBytes);
-  r.set_average(true);
-  for (const proto::Shard &s : m.shards())
-    if (s.trainable())
-      r.add_shards(s.local_name());
-  if (r.shards_size() > 0)
-    *m.add_reducers() = r;
+  for (const CommGroupSpec &spec : layout.groups) {
+    proto::CommGroup *g = m.add_groups();
+    g->set_id(spec.id);
+    for (int r : spec.ranks)
+      g->add_ranks(r);
+  }
+  std::map<std::string, int> reducerOf;
+  for (const ReducerSpec &spec : layout.reducers) {
+    proto::Reducer *r = m.add_reducers();
+    r->set_group(spec.group);
+    r->set_bucket_bytes(bucketBytes);
+    r->set_average(spec.average);
+    r->set_divisor(spec.divisor);
+    for (const std::string &s : spec.shards) {
+      r->add_shards(s);
+      reducerOf[s] = m.reducers_size() - 1;
+    }
+  }
+  for (proto::Shard &s : *m.mutable_shards()) {
+    auto it = reducerOf.find(s.local_name());
+    s.set_reducer(s.trainable() && it != reducerOf.end() ? it->second : -1);
+  }
 }
 
 } // namespace
@@ -89,14 +99,12 @@ proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layo
   m.set_model_name(graph.name);
   fillInputs(graph, layout, m);
   for (const ShardSpec &s : layout.shards)
-    fillShard(graph, s, 0, *m.add_shards());
+    fillShard(graph, s, *m.add_shards());
   fillGroupsAndReducers(layout, options.bucketBytes, m);
-  if (m.reducers_size() == 0)
-    for (proto::Shard &s : *m.mutable_shards())
-      s.set_reducer(-1);
   m.set_loss_output(layout.lossOutput);
   m.set_num_outputs(static_cast<int32_t>(layout.outputs.size()));
-  m.set_loss_scale(1.0);
+  m.set_loss_scale(layout.lossScale);
+  m.set_loss_replicas(layout.lossReplicas);
   return m;
 }
 

@@ -49,8 +49,9 @@ void printManifest(const proto::RankManifest &m, std::ostream &os) {
                     m.model_name(), m.format_version());
   os << fmt::format("  program {}, entry {}, weights {}\n", m.program(), m.entry(),
                     m.weights().empty() ? "<none>" : m.weights());
-  os << fmt::format("  outputs {}, loss output {}, loss scale {}\n", m.num_outputs(),
-                    m.loss_output(), m.loss_scale());
+  os << fmt::format("  outputs {}, loss output {}, loss scale {}, loss replicas {}\n",
+                    m.num_outputs(), m.loss_output(), m.loss_scale(),
+                    std::max(1, m.loss_replicas()));
   for (const proto::ProgramInput &in : m.inputs())
     os << fmt::format("input  {}: {} of [{}] batch dim {}\n", in.name(),
                       typeText(in.dtype(), in.shape()), fmt::join(in.full_shape(), ", "),
@@ -61,8 +62,11 @@ void printManifest(const proto::RankManifest &m, std::ostream &os) {
     os << fmt::format("group  {}: ranks [{}]\n", g.id(), fmt::join(g.ranks(), ", "));
   for (int i = 0; i < m.reducers_size(); ++i) {
     const proto::Reducer &r = m.reducers(i);
+    std::string how = r.divisor() > 0 ? fmt::format("sum / {}", r.divisor())
+                      : r.average()   ? "average"
+                                      : "sum";
     os << fmt::format("reducer {}: group {}, {} shards, bucket {} bytes, {}\n", i, r.group(),
-                      r.shards_size(), r.bucket_bytes(), r.average() ? "average" : "sum");
+                      r.shards_size(), r.bucket_bytes(), how);
   }
 }
 

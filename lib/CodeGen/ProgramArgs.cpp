@@ -94,7 +94,17 @@ Expected<std::string> ProgramWriter::tensorText(const ir::Node &node, size_t arg
   if (inputIndex < 0 || static_cast<size_t>(inputIndex) >= node.inputs.size())
     return Status::internal(fmt::format("error: node {} ({}) refers to input {} of {}", node.id,
                                         node.op, inputIndex, node.inputs.size()));
-  const ir::Tensor &t = graph_.tensor(node.inputs[static_cast<size_t>(inputIndex)]);
+  size_t input = static_cast<size_t>(inputIndex);
+  if (inputAdapters_ && input < inputAdapters_->size() && (*inputAdapters_)[input] >= 0) {
+    auto it = adapterNames_.find((*inputAdapters_)[input]);
+    if (it == adapterNames_.end())
+      return Status::internal(fmt::format("error: node {} ({}) reads adapter {} before it runs "
+                                          "on rank {}",
+                                          node.id, node.op, (*inputAdapters_)[input],
+                                          layout_.rank));
+    return it->second;
+  }
+  const ir::Tensor &t = graph_.tensor(node.inputs[input]);
   if (t.kind == ir::TensorKind::Constant && t.shape.empty() && !defined_.count(t.id)) {
     if (canInlineScalar(graph_, node, argIndex, t))
       if (auto literal = constantScalarLiteral(t))

@@ -121,13 +121,31 @@ void ProgramWriter::writeGroupComment(const ir::Node &node) {
   groupLoc_ = loc;
 }
 
-Status ProgramWriter::writeNode(const ir::Node &node) {
+// The program works on each input's piece: narrowed from what is fed.
+void ProgramWriter::writeInputPieces() {
+  for (const InputSpec &in : layout_.inputs) {
+    if (in.isWhole())
+      continue;
+    for (size_t d = 0; d < in.start.size(); ++d)
+      if (in.start[d] != 0 || in.stop[d] != in.shape[d])
+        os_ << fmt::format("    {0} = torch.narrow({0}, dim={1}, start={2}, length={3})  # plan "
+                           "device {4}'s part\n",
+                           in.localName, d, in.start[d], in.stop[d] - in.start[d],
+                           layout_.planDevice);
+  }
+}
+
+Status ProgramWriter::writeNode(const ir::Node &node, const RankStep &step) {
   writeGroupComment(node);
+  ir::Node local = node; // with this rank's arguments
+  local.args = step.args;
+  inputAdapters_ = &step.inputAdapters;
   std::vector<std::string> notes;
-  auto args = callArgs(node, notes);
+  auto args = callArgs(local, notes);
+  inputAdapters_ = nullptr;
   if (!args)
     return args.status();
-  std::string call = fmt::format("{}({})", calleeName(node.op, node.args), *args);
+  std::string call = fmt::format("{}({})", calleeName(node.op, local.args), *args);
   std::string comment = notes.empty() ? "" : fmt::format("  # {}", fmt::join(notes, "; "));
   bool indexed = node.outputs.size() > 1 || returnsTensorList(node.op);
   if (node.outputs.empty())
@@ -143,6 +161,33 @@ Status ProgramWriter::writeNode(const ir::Node &node) {
       os_ << fmt::format("    {} = {}[{}]\n", names_[node.outputs[i]], list, i);
   }
   defined_.insert(node.outputs.begin(), node.outputs.end());
+  return Status::ok();
+}
+
+// One comment naming the layouts, then one nnsc.* call per step; the last
+// result is what the adapter's readers use.
+Status ProgramWriter::writeAdapter(const RankStep &step) {
+  const ir::Tensor &t = graph_.tensor(step.tensor);
+  if (!defined_.count(t.id) && t.kind == ir::TensorKind::Constant && t.shape.empty())
+    NNSC_RETURN_IF_ERROR(defineScalarConstant(t, "an adapter"));
+  if (!defined_.count(t.id))
+    return Status::internal(fmt::format("error: adapter {} moves %{} before it is computed on "
+                                        "rank {}",
+                                        step.adapter, t.id, layout_.rank));
+  os_ << fmt::format("    # adapter {}: {}\n", step.adapter, step.description);
+  std::string value = names_.at(t.id);
+  for (size_t k = 0; k < step.calls.size(); ++k) {
+    const CommCall &c = step.calls[k];
+    std::string var = k + 1 == step.calls.size() ? fmt::format("a{}", step.adapter)
+                                                 : fmt::format("a{}_{}", step.adapter, k);
+    std::string args;
+    for (const auto &[name, v] : c.args)
+      args += fmt::format(", {}={}", name, v);
+    os_ << fmt::format("    {} = nnsc.{}({}{}, group={})  # {} over ranks [{}]\n", var, c.op, value,
+                       args, c.group, c.move, fmt::join(c.ranks, ", "));
+    value = var;
+  }
+  adapterNames_[step.adapter] = value;
   return Status::ok();
 }
 
@@ -168,8 +213,13 @@ Expected<std::string> ProgramWriter::write() {
     return errorf("error: the graph returns nothing; a program needs at least one output");
   writeHeader();
   writeSignature();
-  for (int64_t n : layout_.nodes)
-    NNSC_RETURN_IF_ERROR(writeNode(graph_.nodes()[static_cast<size_t>(n)]));
+  writeInputPieces();
+  for (const RankStep &step : layout_.steps) {
+    if (step.kind == RankStep::Adapter)
+      NNSC_RETURN_IF_ERROR(writeAdapter(step));
+    else
+      NNSC_RETURN_IF_ERROR(writeNode(graph_.nodes()[static_cast<size_t>(step.node)], step));
+  }
   if (!groupModule_.empty())
     os_ << "\n";
   NNSC_RETURN_IF_ERROR(writeReturn());

@@ -20,8 +20,10 @@ public:
 private:
   void writeHeader();
   void writeSignature();
+  void writeInputPieces();
   void writeGroupComment(const ir::Node &node);
-  Status writeNode(const ir::Node &node);
+  Status writeNode(const ir::Node &node, const RankStep &step);
+  Status writeAdapter(const RankStep &step);
   Status writeReturn();
 
   // ProgramArgs.cpp: one call's argument list.
@@ -34,9 +36,11 @@ private:
   const ir::Graph &graph_;
   const RankLayout &layout_;
   const ProgramInfo &info_;
-  std::map<int64_t, std::string> names_; ///< tensor id -> variable
-  std::set<int64_t> defined_;            ///< tensors with a value so far
-  std::string groupModule_, groupLoc_;   ///< what the last comment named
+  std::map<int64_t, std::string> names_;            ///< tensor id -> variable
+  std::map<int, std::string> adapterNames_;         ///< adapter index -> its result
+  const std::vector<int> *inputAdapters_ = nullptr; ///< of the node being written
+  std::set<int64_t> defined_;                       ///< tensors with a value so far
+  std::string groupModule_, groupLoc_;              ///< what the last comment named
   std::ostringstream os_;
 };
 

@@ -1,3 +1,6 @@
+// Rank layouts: the shared pieces and the whole-plan path (plan_ngpus 1:
+// every node whole on the one plan device, data-parallel copies averaging
+// their gradients over group 0).
 #include "nnsc/CodeGen/RankLayout.h"
 
 #include <regex>
@@ -5,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "LayoutParts.h"
 #include "Literals.h"
 
 namespace nnsc::codegen {
@@ -16,6 +20,17 @@ ir::Shape ShardSpec::shape() const {
   return s;
 }
 
+bool InputSpec::isWhole() const {
+  return stop == shape && std::all_of(start.begin(), start.end(), [](int64_t v) { return v == 0; });
+}
+
+int JobLayout::groupId(const std::vector<int> &ranks) const {
+  for (const CommGroupSpec &g : groups)
+    if (g.ranks == ranks)
+      return g.id;
+  return -1;
+}
+
 namespace {
 
 // Names the program itself uses; an input may not take them.
@@ -23,9 +38,11 @@ bool isReservedName(const std::string &name) {
   static const std::set<std::string> names = {"torch",  "nnsc",  "device", "Tensor",
                                               "Device", "Tuple", "List",   "float",
                                               "int",    "bool",  "str",    "annotate"};
-  static const std::regex generated("[ptcr][0-9]+");
+  static const std::regex generated("[ptcra][0-9]+(_[0-9]+)?");
   return names.count(name) || std::regex_match(name, generated);
 }
+
+} // namespace
 
 ShardSpec wholeShard(const ir::Tensor &t, std::string localName, bool constant) {
   ShardSpec s;
@@ -37,25 +54,24 @@ ShardSpec wholeShard(const ir::Tensor &t, std::string localName, bool constant) 
   return s;
 }
 
-Status checkWholePlan(const ir::Graph &graph, const proto::Plan &plan) {
-  if (plan.plan_ngpus() != 1)
-    return errorf("error: plans spanning {} devices per copy (policy '{}') need the partition "
-                  "pass, which nnsc-codegen does not have yet; data-parallel plans "
-                  "(plan_ngpus 1) are supported",
-                  plan.plan_ngpus(), plan.policy());
-  for (const proto::NodePlan &np : plan.nodes())
-    if (np.num() > 1)
-      return errorf("error: node {} ({}) is split into {} parts; nnsc-codegen supports only "
-                    "plans that run every node whole",
-                    np.node(), graph.nodes()[static_cast<size_t>(np.node())].op, np.num());
-  return Status::ok();
+std::vector<InputSpec> wholeInputs(const ir::Graph &graph) {
+  std::vector<InputSpec> inputs;
+  std::set<std::string> used;
+  for (int64_t id : graph.inputs) {
+    const ir::Tensor &t = graph.tensor(id);
+    std::string name = pyIdentifier(t.name);
+    while (isReservedName(name) || used.count(name))
+      name += "_";
+    used.insert(name);
+    InputSpec in{id, name, t.shape, t.shape.empty() ? -1 : 0, {}, {}};
+    in.start.assign(t.shape.size(), 0);
+    in.stop = t.shape;
+    inputs.push_back(std::move(in));
+  }
+  return inputs;
 }
 
-void addShards(const ir::Graph &graph, const std::vector<int64_t> &nodes, RankLayout &layout) {
-  for (const ir::Tensor &t : graph.tensors())
-    if (t.kind == ir::TensorKind::Param || t.kind == ir::TensorKind::Buffer)
-      layout.shards.push_back(wholeShard(t, fmt::format("p{}", layout.shards.size()), false));
-  // Constants with dims travel as data; 0-dim ones are written inline.
+std::vector<int64_t> constantsWithDims(const ir::Graph &graph, const std::vector<int64_t> &nodes) {
   std::set<int64_t> constants;
   auto note = [&](int64_t id) {
     if (graph.tensor(id).kind == ir::TensorKind::Constant && !graph.tensor(id).shape.empty())
@@ -66,44 +82,84 @@ void addShards(const ir::Graph &graph, const std::vector<int64_t> &nodes, RankLa
       note(in);
   for (int64_t out : graph.outputs)
     note(out);
-  for (int64_t c : constants)
+  return {constants.begin(), constants.end()};
+}
+
+void placeRank(const JobLayout &job, int rank, RankLayout &layout) {
+  layout.rank = rank;
+  layout.worldSize = job.worldSize;
+  layout.planNgpus = job.planNgpus;
+  layout.planDevice = rank % job.planNgpus;
+  layout.dpSize = job.dpSize;
+  layout.dpRank = rank / job.planNgpus;
+}
+
+std::vector<CommGroupSpec> groupsOfRank(const JobLayout &job, int rank) {
+  std::vector<CommGroupSpec> mine;
+  for (const CommGroupSpec &g : job.groups)
+    if (std::find(g.ranks.begin(), g.ranks.end(), rank) != g.ranks.end())
+      mine.push_back(g);
+  return mine;
+}
+
+namespace {
+
+void addWholeShards(const ir::Graph &graph, RankLayout &layout) {
+  for (const ir::Tensor &t : graph.tensors())
+    if (t.kind == ir::TensorKind::Param || t.kind == ir::TensorKind::Buffer)
+      layout.shards.push_back(wholeShard(t, fmt::format("p{}", layout.shards.size()), false));
+  for (int64_t c : constantsWithDims(graph, layout.nodes))
     layout.shards.push_back(wholeShard(graph.tensor(c), fmt::format("c{}", c), true));
 }
 
-void addInputs(const ir::Graph &graph, RankLayout &layout) {
-  std::set<std::string> used;
-  for (int64_t id : graph.inputs) {
-    const ir::Tensor &t = graph.tensor(id);
-    std::string name = pyIdentifier(t.name);
-    while (isReservedName(name) || used.count(name))
-      name += "_";
-    used.insert(name);
-    layout.inputs.push_back({id, name, t.shape, t.shape.empty() ? -1 : 0});
+// Every trainable shard averaged over group 0, the data-parallel group.
+void addWholeReducer(const ir::Graph &graph, RankLayout &layout) {
+  ReducerSpec r;
+  r.group = 0;
+  for (const ShardSpec &s : layout.shards) {
+    const ir::Tensor &t = graph.tensor(s.tensor);
+    if (!s.constant && t.kind == ir::TensorKind::Param && t.requiresGrad)
+      r.shards.push_back(s.localName);
   }
+  if (!r.shards.empty())
+    layout.reducers.push_back(std::move(r));
+}
+
+RankLayout layoutWholeRank(const ir::Graph &graph, const JobLayout &job, int rank) {
+  RankLayout layout;
+  placeRank(job, rank, layout);
+  for (const ir::Node &node : graph.nodes()) {
+    layout.nodes.push_back(node.id);
+    RankStep step;
+    step.node = node.id;
+    step.args = node.args;
+    step.inputAdapters.assign(node.inputs.size(), -1);
+    layout.steps.push_back(std::move(step));
+  }
+  addWholeShards(graph, layout);
+  layout.inputs = wholeInputs(graph);
+  layout.outputs = graph.outputs;
+  layout.lossOutput = graph.lossOutput;
+  layout.groups = groupsOfRank(job, rank);
+  addWholeReducer(graph, layout);
+  return layout;
 }
 
 } // namespace
 
+Expected<RankLayout> layoutRank(const ir::Graph &graph, const JobLayout &job, int rank) {
+  if (rank < 0 || rank >= job.worldSize)
+    return errorf("error: rank {} is outside 0..{}", rank, job.worldSize - 1);
+  if (!job.partition)
+    return layoutWholeRank(graph, job, rank);
+  return layoutPartitionedRank(graph, job, rank);
+}
+
 Expected<RankLayout> layoutRank(const ir::Graph &graph, const proto::Plan &plan, int rank) {
-  NNSC_RETURN_IF_ERROR(checkWholePlan(graph, plan));
-  if (rank < 0 || rank >= plan.runtime_ngpus())
-    return errorf("error: rank {} is outside 0..{}", rank, plan.runtime_ngpus() - 1);
-  RankLayout layout;
-  layout.rank = rank;
-  layout.worldSize = plan.runtime_ngpus();
-  layout.planNgpus = plan.plan_ngpus();
-  layout.planDevice = rank % plan.plan_ngpus();
-  layout.dpSize = plan.runtime_ngpus() / plan.plan_ngpus();
-  layout.dpRank = rank / plan.plan_ngpus();
-  for (const proto::NodePlan &np : plan.nodes())
-    for (int d : np.devices())
-      if (d == layout.planDevice)
-        layout.nodes.push_back(np.node());
-  addShards(graph, layout.nodes, layout);
-  addInputs(graph, layout);
-  layout.outputs = graph.outputs;
-  layout.lossOutput = graph.lossOutput;
-  return layout;
+  auto job = layoutJob(graph, plan);
+  if (!job)
+    return job.status();
+  return layoutRank(graph, *job, rank);
 }
 
 } // namespace nnsc::codegen

@@ -1,14 +1,24 @@
 """End-to-end parity of nnsc against single-device PyTorch.
 
-parity.py --example nanogpt|mlp --dp 2 [--accum 2] [--steps 20] --bin BUILD/bin --work DIR
+parity.py --example nanogpt|mlp|llama --dp 2 [--accum 2] [--steps 20]
+          [--policy dp|tp|data|file [--tp T] [--plan-file F]] --bin BUILD/bin --work DIR
 
-export (tiny config, dropout 0) → nnsc-trace → nnsc-plan dp → nnsc-codegen →
-nnsc-run on DP CPU processes (Gloo) → nnsc-merge-ckpt; then
-nanogpt trains on a character-tokenized text (data.kind tokens), mlp on a
+export (tiny config, dropout 0) → nnsc-trace → nnsc-plan (policy; plans of
+--tp devices per copy, --dp copies: tp x dp ranks) → nnsc-codegen →
+nnsc-run on tp x dp CPU processes (Gloo) → nnsc-merge-ckpt; then
+nanogpt and llama train on a character-tokenized text (data.kind tokens), mlp on a
 generated classification set written as safetensors (data.kind tensors);
 test/parity/reference_train.py trains the same archive in one process on the
-same batches. Every step's loss and the merged final weights must agree within
---rtol (relative). Prints a table and `parity: N passed, 0 failed` on success."""
+same batches (one batch per data-parallel copy: a tensor-parallel plan must
+reproduce single-device math). Every step's loss and the merged final weights
+must agree within --rtol (relative to the tensor's largest magnitude).
+Plans that split work over devices add partial results in another order than
+one device does; AdamW magnifies that rounding where a gradient nearly cancels,
+so --outliers F lets up to a fraction F of a tensor's elements (at least one)
+exceed --rtol as long as they stay within 10 x --rtol; the table names every
+tensor that needed it. --f64-floor also trains a float64 reference and prints,
+for those tensors, how far nnsc and float32 PyTorch each are from it.
+Prints a table and `parity: N passed, 0 failed` on success."""
 import argparse
 import json
 import os
@@ -101,6 +111,12 @@ def rel_err(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
 
+def max_rel(a, b):
+    """max |a - b| / max |b|."""
+    d = (a.double() - b.double()).abs().max().item()
+    return d / max(b.double().abs().max().item(), 1e-12)
+
+
 def compare(args, work):
     ours = [json.loads(l) for l in open(os.path.join(work, "run", "metrics.jsonl"))]
     ours = {r["step"]: r["loss"] for r in ours if "loss" in r}
@@ -115,33 +131,54 @@ def compare(args, work):
         print(f"{r['step']:>4} {got if got is not None else float('nan'):>14.8f} {r['loss']:>14.8f} {err:>10.2e}{'' if ok else '  FAIL'}")
     merged = torch.load(os.path.join(work, "merged.pt"))
     final = torch.load(os.path.join(work, "ref", "final.pt"))
-    worst = 0.0
+    exact = torch.load(os.path.join(work, "ref64", "final.pt")) if args.f64_floor else None
+    worst, outliers = 0.0, 0
     for k, v in final.items():
         if k not in merged:
             print(f"merged checkpoint lacks {k}  FAIL")
             failed += 1
             continue
-        d = (merged[k].double() - v.double()).abs().max().item()
-        scale = v.double().abs().max().item()
-        e = d / max(scale, 1e-12)
+        if merged[k].shape != v.shape:
+            print(f"weight {k}: shape {list(merged[k].shape)}, expected {list(v.shape)}  FAIL")
+            failed += 1
+            continue
+        rel = (merged[k].double() - v.double()).abs() / max(v.double().abs().max().item(), 1e-12)
+        e = rel.max().item()
         worst = max(worst, e)
-        ok = e <= args.rtol and merged[k].shape == v.shape
+        beyond = int((rel > args.rtol).sum().item())
+        allowed = max(1, int(args.outliers * rel.numel())) if args.outliers > 0 else 0
+        ok = beyond <= allowed and e <= 10 * args.rtol
+        outliers += ok and beyond > 0
+        if beyond:
+            note = ""
+            if exact is not None:
+                note = (f"; from a float64 reference: nnsc {max_rel(merged[k], exact[k]):.2e}, "
+                        f"pytorch float32 {max_rel(v, exact[k]):.2e}")
+            print(f"weight {k}: max rel err {e:.2e}, {beyond} of {rel.numel()} elements beyond "
+                  f"{args.rtol:g}{note}{'' if ok else '  FAIL'}")
         passed, failed = passed + ok, failed + (not ok)
-        if not ok:
-            print(f"weight {k}: max rel err {e:.2e}  FAIL")
     print(f"merged weights: {len(final)} tensors, worst max-abs-diff / max-abs {worst:.2e}")
+    if outliers:
+        print(f"{outliers} weight tensors passed with outliers (--outliers {args.outliers:g})")
     print(f"parity: {passed} passed, {failed} failed")
     return failed == 0
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--example", required=True, choices=["nanogpt", "mlp"])
-    ap.add_argument("--dp", type=int, default=2)
+    ap.add_argument("--example", required=True, choices=["nanogpt", "mlp", "llama"])
+    ap.add_argument("--dp", type=int, default=2, help="data-parallel copies")
+    ap.add_argument("--policy", default="dp", choices=["dp", "tp", "data", "file"])
+    ap.add_argument("--tp", type=int, default=1, help="plan devices per copy")
+    ap.add_argument("--plan-file", help="the plan YAML of --policy file")
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--optimizer", default="adamw")
     ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--outliers", type=float, default=0.0,
+                    help="fraction of a weight tensor's elements allowed beyond --rtol (see above)")
+    ap.add_argument("--f64-floor", action="store_true",
+                    help="also train a float64 reference and show distances to it")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
@@ -151,14 +188,23 @@ def main():
     data = prepare_data(args, work, b)
     run([f"{b}/nnsc-trace", f"{work}/model/model.pt", "--inputs", f"{work}/model/inputs.yaml",
          "-o", f"{work}/trace"])
-    run([f"{b}/nnsc-plan", f"{work}/trace/graph.pb", "--policy", "dp", "--runtime-ngpus",
-         str(args.dp), "-o", f"{work}/plan.pb"])
+    ngpus = args.tp * args.dp
+    plan = [f"{b}/nnsc-plan", f"{work}/trace/graph.pb", "--policy", args.policy,
+            "--runtime-ngpus", str(ngpus), "-o", f"{work}/plan.pb"]
+    if args.policy != "dp":
+        plan += ["--plan-ngpus", str(args.tp)]
+    if args.policy == "file":
+        plan += ["--plan-file", args.plan_file]
+    run(plan)
     run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{work}/plan.pb", "-o", f"{work}/program"])
     write_config(f"{work}/train.yaml", args, f"{work}/program", data, f"{work}/run")
-    run([f"{b}/nnsc-run", f"{work}/train.yaml", "--nproc-per-node", str(args.dp)])
+    run([f"{b}/nnsc-run", f"{work}/train.yaml", "--nproc-per-node", str(ngpus)])
     run([f"{b}/nnsc-merge-ckpt", f"{work}/run", "-o", f"{work}/merged.pt"])
-    run([PY, f"{HERE}/reference_train.py", f"{work}/train.yaml", "--model", f"{work}/model/model.pt",
-         "--dp", str(args.dp), "--out", f"{work}/ref", "--inputs", f"{work}/model/inputs.yaml"])
+    ref = [PY, f"{HERE}/reference_train.py", f"{work}/train.yaml", "--model",
+           f"{work}/model/model.pt", "--dp", str(args.dp), "--inputs", f"{work}/model/inputs.yaml"]
+    run(ref + ["--out", f"{work}/ref"])
+    if args.f64_floor:
+        run(ref + ["--out", f"{work}/ref64", "--float64"])
     sys.exit(0 if compare(args, work) else 1)
 
 

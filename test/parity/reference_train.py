@@ -1,12 +1,14 @@
 """Single-device PyTorch reference for nnsc's parity tests.
 
-reference_train.py CONFIG.yaml --model MODEL.pt --dp N --out DIR
+reference_train.py CONFIG.yaml --model MODEL.pt --dp N --out DIR [--float64]
 
 Trains the traced model (torch.jit.load of the same archive nnsc traced, i.e.
 the same initial weights) in ONE process with plain torch.optim, feeding
 exactly the batches nnsc-run feeds to N data-parallel ranks, and writes
 DIR/losses.jsonl (one {"step", "loss", "lr", "grad_norm"} per step) and
-DIR/final.pt (the state_dict after the last step).
+DIR/final.pt (the state_dict after the last step). --float64 trains in double
+precision (weights and floating-point inputs), an estimate of the exact result
+that shows how far float32 rounding alone moves the weights.
 
 Semantics mirrored from docs/trainer-config.md:
 - sample g of a step: g = ((step*accum + micro)*dp + rank)*mbs + i.
@@ -118,6 +120,7 @@ def main():
     ap.add_argument("--dp", type=int, required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--inputs", help="inputs.yaml of the export: B and T when the config leaves them 0")
+    ap.add_argument("--float64", action="store_true", help="train in double precision")
     args = ap.parse_args()
     cfg = yaml.safe_load(open(args.config))
     data, train, opt = cfg["data"], cfg["train"], cfg["optimizer"]
@@ -127,6 +130,8 @@ def main():
     torch.manual_seed(seed)
     torch.set_num_threads(1)
     model = torch.jit.load(args.model)
+    if args.float64:
+        model = model.double()
     optimizer = make_optimizer(model, opt)
     specs = yaml.safe_load(open(args.inputs))["inputs"] if args.inputs else []
     shape = specs[0]["shape"] if specs else [0, 0]
@@ -134,7 +139,9 @@ def main():
     if data.get("kind", "tokens") == "tensors":
         tensors = read_safetensors(data["train"])
         names = [spec["name"] for spec in specs]
-        make_batch = lambda gs: tensor_batch(tensors, names, seed, gs)
+        make_batch = lambda gs: tuple(
+            t.double() if args.float64 and t.is_floating_point() else t
+            for t in tensor_batch(tensors, names, seed, gs))
     else:
         tokens = load_tokens(data["train"], data.get("dtype", "uint16"))
         block = data.get("block_size", 0) or shape[1]

@@ -1,15 +1,25 @@
 #pragma once
 /// What one rank runs and holds: the interface of its program (shards, then
-/// inputs, then the device) and the nodes it executes. Codegen, the manifest
-/// and the shard writer all read the same RankLayout, so the program's
-/// argument order, the manifest's shard order and the weights file agree.
+/// inputs, then the device), the statements it executes (node parts with
+/// local arguments, and the nnsc.* calls of communication adapters), its
+/// communication groups, gradient reducers and loss scaling. Codegen, the
+/// manifest and the shard writer all read the same RankLayout, so the
+/// program's argument order, the manifest's shard order and the weights file
+/// agree.
+///
+/// Ranks: runtime_ngpus = dp_size x plan_ngpus. Rank r plays plan device
+/// r mod plan_ngpus of data-parallel copy r div plan_ngpus: copy c uses global
+/// ranks c*T .. c*T+T-1 (T = plan_ngpus), and its communication groups are
+/// copy 0's shifted by c*T.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "nnsc/IR/Graph.h"
 #include "nnsc/Support/Status.h"
+#include "nnsc/Transform/Partition.h"
 #include "nnsc/plan.pb.h"
 
 namespace nnsc::codegen {
@@ -31,8 +41,57 @@ struct ShardSpec {
 struct InputSpec {
   int64_t tensor = -1;
   std::string localName; ///< the forward's argument name, made a safe identifier
-  ir::Shape shape;       ///< what this rank feeds
+  ir::Shape shape;       ///< what this rank feeds (the copy's whole micro-batch)
   int batchDim = 0;      ///< the dim data-parallel copies split; -1 for 0-dim inputs
+  /// The piece of the fed tensor the program works on, per dim [start, stop)
+  /// (the plan splits some inputs over the plan devices); the program narrows
+  /// to it first. Equal to [0, shape) when the input is used whole.
+  std::vector<int64_t> start, stop;
+
+  bool isWhole() const; ///< start all 0 and stop == shape
+};
+
+/// A communication group of the job: global ranks, ascending (also the
+/// member order of the collectives run on it).
+struct CommGroupSpec {
+  int id = 0;
+  std::vector<int> ranks;
+};
+
+/// One nnsc.* call of an adapter, on this rank.
+struct CommCall {
+  std::string op; ///< nnsc operator: "all_reduce", "all_gather", ...
+  /// Integer arguments before `group`, by keyword: {"dim", 2}.
+  std::vector<std::pair<std::string, int64_t>> args;
+  int group = 0;          ///< a CommGroupSpec id
+  std::vector<int> ranks; ///< that group's ranks
+  std::string move;       ///< "V->R", "D2->R (backward: split)", ...
+};
+
+/// One statement group of the program, in execution order.
+struct RankStep {
+  enum Kind { Node, Adapter } kind = Node;
+  // Node: a node (or this rank's part of it) with arguments rewritten for
+  // the local shapes, reading input i from adapter inputAdapters[i] (>= 0) or
+  // from the tensor's own value on this rank (-1).
+  int64_t node = -1;
+  std::vector<ir::Argument> args;
+  std::vector<int> inputAdapters;
+  // Adapter: the calls that move `tensor` from its producer's layout to its
+  // readers' (`description` says both).
+  int adapter = -1;
+  int64_t tensor = -1;
+  std::string description;
+  std::vector<CommCall> calls;
+};
+
+/// Gradients of `shards` summed over `group` after backward, then divided
+/// by the group size (`average`) or by `divisor` (> 0).
+struct ReducerSpec {
+  int group = 0;
+  std::vector<std::string> shards; ///< local names, in shard order
+  bool average = true;
+  int divisor = 0;
 };
 
 struct RankLayout {
@@ -42,14 +101,43 @@ struct RankLayout {
   std::vector<ShardSpec> shards;     ///< program arguments first, in this order
   std::vector<InputSpec> inputs;     ///< then these, then `device: Device`
   std::vector<int64_t> nodes;        ///< node ids this rank executes, in order
+  std::vector<RankStep> steps;       ///< what it executes, adapters included
   std::vector<int64_t> outputs;      ///< tensor ids returned, loss first
   int lossOutput = -1;               ///< index into outputs, -1: none
+  /// The loss this rank returns, times lossScale, is its share of the copy's
+  /// loss; lossReplicas ranks of the copy hold the same value.
+  double lossScale = 1.0;
+  int lossReplicas = 1;
+  std::vector<CommGroupSpec> groups; ///< the groups this rank is in, by id
+  std::vector<ReducerSpec> reducers;
 };
 
-/// The layout of `rank` (0 .. runtime_ngpus-1) under a validated `plan`.
-/// Only plans whose nodes are all whole on one plan device are supported
-/// now (plan_ngpus 1: data parallelism); others fail with a message naming
-/// the first partitioned node.
+/// What every rank of a job shares: the partitioned graph (plans spanning
+/// several devices) and the job's communication groups, numbered once so
+/// that all ranks agree on the ids.
+struct JobLayout {
+  int planNgpus = 1, dpSize = 1, worldSize = 1;
+  /// The partition pass's result; absent for plans on one device (plan_ngpus
+  /// 1), which run every node whole.
+  std::optional<transform::PartitionedGraph> partition;
+  std::vector<CommGroupSpec> groups; ///< id = index
+
+  /// The id of the group with exactly these ranks (ascending), or -1.
+  int groupId(const std::vector<int> &ranks) const;
+};
+
+/// Partitions `graph` by a validated `plan` (when it spans several devices)
+/// and numbers the communication groups of every data-parallel copy: the
+/// adapters' groups first (copy by copy, adapter by adapter), then the
+/// gradient reducers' (a parameter slice's holders in every copy). Errors:
+/// the partition pass's, and an adapter whose collective members are not in
+/// ascending device order (all_reduce groups are reordered freely).
+Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan);
+
+/// The layout of `rank` (0 .. runtime_ngpus-1) of `job`.
+Expected<RankLayout> layoutRank(const ir::Graph &graph, const JobLayout &job, int rank);
+
+/// layoutJob, then layoutRank (for tests and one-off uses).
 Expected<RankLayout> layoutRank(const ir::Graph &graph, const proto::Plan &plan, int rank);
 
 } // namespace nnsc::codegen

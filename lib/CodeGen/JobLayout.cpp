@@ -1,0 +1,109 @@
+// The job-wide part of rank layouts: the partition pass's result and the
+// numbering of every communication group of every data-parallel copy.
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "nnsc/CodeGen/RankLayout.h"
+
+namespace nnsc::codegen {
+
+namespace {
+
+// Collectives whose result does not depend on the members' order.
+bool orderFree(const std::string &op) { return op == "all_reduce" || op == "identity_all_reduce"; }
+
+class GroupNumbering {
+public:
+  explicit GroupNumbering(JobLayout &job) : job_(job) {}
+
+  void add(std::vector<int> ranks) {
+    if (job_.groupId(ranks) < 0)
+      job_.groups.push_back({static_cast<int>(job_.groups.size()), std::move(ranks)});
+  }
+
+  // Every adapter's groups in every copy (plan devices shifted by c*T).
+  Status addAdapters(const ir::Graph &graph) {
+    const transform::PartitionedGraph &pg = *job_.partition;
+    for (int c = 0; c < job_.dpSize; ++c)
+      for (const transform::Adapter &a : pg.adapters)
+        for (const transform::CommOp &op : a.ops)
+          for (const std::vector<int> &members : op.groups) {
+            auto ranks = shifted(members, c);
+            if (!std::is_sorted(ranks.begin(), ranks.end())) {
+              if (!orderFree(op.op))
+                return errorf("error: the {} of tensor '{}' (%{}) runs on plan devices [{}] in "
+                              "that member order; nnsc-codegen needs ascending members",
+                              op.op, graph.tensor(a.tensor).name, a.tensor,
+                              fmt::join(members, ", "));
+              std::sort(ranks.begin(), ranks.end());
+            }
+            add(std::move(ranks));
+          }
+    return Status::ok();
+  }
+
+  // A parameter slice's holders in every copy; a trainable piece without a
+  // reducer is only averaged over copies (the plan device's own group).
+  void addReducers(const ir::Graph &graph) {
+    const transform::PartitionedGraph &pg = *job_.partition;
+    std::set<std::pair<int64_t, int>> covered;
+    for (const transform::GradReducer &r : pg.reducers) {
+      add(reducerRanks(r.devices));
+      for (int d : r.devices)
+        covered.insert({r.tensor, d});
+    }
+    for (const ir::Tensor &t : graph.tensors())
+      if (t.kind == ir::TensorKind::Param && t.requiresGrad)
+        for (int d = 0; d < job_.planNgpus; ++d)
+          if (pg.tensors[static_cast<size_t>(t.id)].pieceOn(d) && !covered.count({t.id, d}))
+            add(reducerRanks({d}));
+  }
+
+  std::vector<int> shifted(const std::vector<int> &devices, int copy) const {
+    std::vector<int> ranks;
+    for (int d : devices)
+      ranks.push_back(copy * job_.planNgpus + d);
+    return ranks;
+  }
+
+  std::vector<int> reducerRanks(const std::vector<int> &devices) const {
+    std::vector<int> ranks;
+    for (int c = 0; c < job_.dpSize; ++c)
+      for (int r : shifted(devices, c))
+        ranks.push_back(r);
+    std::sort(ranks.begin(), ranks.end());
+    return ranks;
+  }
+
+private:
+  JobLayout &job_;
+};
+
+} // namespace
+
+Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan) {
+  JobLayout job;
+  job.planNgpus = std::max(1, plan.plan_ngpus());
+  job.worldSize = plan.runtime_ngpus();
+  job.dpSize = job.worldSize / job.planNgpus;
+  if (job.worldSize < 1 || job.worldSize % job.planNgpus != 0)
+    return errorf("error: runtime_ngpus {} is not a positive multiple of plan_ngpus {}",
+                  plan.runtime_ngpus(), plan.plan_ngpus());
+  GroupNumbering numbering(job);
+  if (job.planNgpus == 1) {
+    numbering.add(numbering.reducerRanks({0})); // group 0: the data-parallel group
+    return job;
+  }
+  auto pg = transform::partitionGraph(graph, plan);
+  if (!pg)
+    return pg.status();
+  job.partition = pg.take();
+  NNSC_RETURN_IF_ERROR(numbering.addAdapters(graph));
+  numbering.addReducers(graph);
+  return job;
+}
+
+} // namespace nnsc::codegen
