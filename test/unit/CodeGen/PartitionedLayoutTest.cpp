@@ -118,3 +118,20 @@ TEST_CASE("program and manifest of a tensor-parallel rank", "[codegen][partition
   CHECK(m.shards(0).reducer() == 0);
   CHECK(m.shards(0).slice().stop(0) == 16);
 }
+
+TEST_CASE("a loss split by value is a partial share on each rank", "[codegen][partitioned]") {
+  ir::Graph g = testgraphs::mlp();
+  proto::Plan plan = megatronMlp(g, 1);
+  // The loss `a+ b+ -> 1` split along a: each device sums its rows.
+  auto np = plan::splitNodeByIdent(g, g.nodes()[3], "a", plan::firstDevices(2), "");
+  REQUIRE(np.isOk());
+  *plan.mutable_nodes(3) = *np;
+  REQUIRE(plan::validatePlan(plan, g).isOk());
+  auto layout = layoutRank(g, plan, 1);
+  INFO(layout.status().message());
+  REQUIRE(layout.isOk());
+  CHECK(layout->lossReplicas == 1);
+  CHECK(layout->lossScale == 1.0);
+  proto::RankManifest m = buildManifest(g, *layout, {});
+  CHECK(m.loss_replicas() == 1);
+}
