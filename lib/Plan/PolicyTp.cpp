@@ -1,5 +1,7 @@
 // The tp and hybrid policies: every op split along an identifier its
-// annotation allows, chosen blindly (first that divides, or seeded random).
+// annotation allows: one that cuts the op's weight when it has one (spatial
+// dims before reduction dims), else any; the first that divides, or a seeded
+// pick among them.
 #include <random>
 
 #include "Policies.h"
@@ -10,16 +12,37 @@ namespace nnsc::plan {
 
 namespace {
 
-// The identifiers of `node` that split into `n` parts, in annotation order.
+// True when splitting along `effect` cuts a parameter of `node` (tensor
+// parallelism proper) rather than only activations.
+bool splitsParameter(const ir::Graph &graph, const ir::Node &node, const ops::SplitEffect &effect) {
+  for (size_t i = 0; i < node.inputs.size() && i < effect.inputDims.size(); ++i)
+    if (effect.inputDims[i] >= 0 && graph.tensor(node.inputs[i]).kind == ir::TensorKind::Param)
+      return true;
+  return false;
+}
+
+// The identifiers of `node` that split into `n` parts: those that cut a
+// weight first (spatial before reduction), then the rest, each group in
+// annotation order.
 std::vector<std::string> divisibleIdents(const ir::Graph &graph, const ir::Node &node, int n) {
-  std::vector<std::string> out;
+  std::vector<std::string> weightSpatial, weightReduce, others;
   auto bound = bindNode(graph, node);
   if (!bound)
-    return out;
-  for (const std::string &id : ops::splittableIdents(*bound))
-    if (ops::splitEffect(*bound, id, n))
-      out.push_back(id);
-  return out;
+    return others;
+  for (const std::string &id : ops::splittableIdents(*bound)) {
+    auto effect = ops::splitEffect(*bound, id, n);
+    if (!effect)
+      continue;
+    if (!splitsParameter(graph, node, *effect))
+      others.push_back(id);
+    else
+      (effect->valueSplit ? weightReduce : weightSpatial).push_back(id);
+  }
+  if (!weightSpatial.empty() || !weightReduce.empty())
+    others.clear(); // an op with a weight is split on the weight
+  weightSpatial.insert(weightSpatial.end(), weightReduce.begin(), weightReduce.end());
+  weightSpatial.insert(weightSpatial.end(), others.begin(), others.end());
+  return weightSpatial;
 }
 
 // One choice among `count` candidates: the first, or a seeded pick. The

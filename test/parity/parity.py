@@ -96,10 +96,10 @@ def write_config(path, args, program, data, run_dir):
         "program": program, "run_dir": run_dir, "seed": 1234, "threads": 1,
         "data": data,
         "train": {"steps": args.steps, "grad_accumulation": args.accum, "log_every": 5},
-        "optimizer": {"name": args.optimizer, "lr": 3e-3, "betas": [0.9, 0.95],
-                      "weight_decay": 0.1, "grad_clip": 1.0},
+        "optimizer": {"name": args.optimizer, "lr": args.lr, "betas": [0.9, 0.95],
+                      "momentum": args.momentum, "weight_decay": 0.1, "grad_clip": 1.0},
         "lr_schedule": {"name": "cosine", "warmup_steps": 3, "decay_steps": args.steps,
-                        "min_lr": 3e-4},
+                        "min_lr": args.lr / 10},
         "checkpoint": {"every": 10, "keep_last": 2},
     }
     import yaml
@@ -175,6 +175,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--optimizer", default="adamw")
     ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (cosine to lr/10)")
+    ap.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
     ap.add_argument("--outliers", type=float, default=0.0,
                     help="fraction of a weight tensor's elements allowed beyond --rtol (see above)")
     ap.add_argument("--f64-floor", action="store_true",

@@ -25,12 +25,14 @@ std::vector<std::string> splits(const proto::Plan &p) {
 
 } // namespace
 
-TEST_CASE("tp splits every op along its first identifier that divides", "[plan][policy]") {
+TEST_CASE("tp splits ops with a weight on the weight, others on their first dividing dim",
+          "[plan][policy]") {
   ir::Graph g = testgraphs::mlp();
   auto p = plan::makePlan(g, options("tp", 2));
   REQUIRE(p.isOk());
   CHECK(p->plan_ngpus() == 2);
-  CHECK(splits(*p) == std::vector<std::string>{"*0/2", "a/2", "*0/2", "a/2"});
+  // linear `* k+, n k+ -> * n`: n (spatial, cuts the weight) before k (a reduction).
+  CHECK(splits(*p) == std::vector<std::string>{"n/2", "a/2", "n/2", "a/2"});
   // 3 devices divide nothing but the MLP widths? 8, 16, 32: none; all replicated.
   auto p3 = plan::makePlan(g, options("tp", 3));
   REQUIRE(p3.isOk());
@@ -48,7 +50,7 @@ TEST_CASE("tp --seed picks among the divisible identifiers, reproducibly", "[pla
     CHECK(splits(*a) == splits(*b));
     seenFc1.insert(a->nodes(0).ident());
   }
-  CHECK(seenFc1 == std::set<std::string>{"*0", "k", "n"});
+  CHECK(seenFc1 == std::set<std::string>{"k", "n"}); // only the weight-cutting identifiers
 }
 
 TEST_CASE("data splits the inputs' dim 0 and follows it through the ops", "[plan][policy]") {
