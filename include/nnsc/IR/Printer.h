@@ -2,11 +2,11 @@
 /// The stable, readable text form of a graph (`nnsc-trace --print`).
 ///
 ///   graph GPT (format 1) from out/model.pt; weights written
-///   input  %0 idx: int64[8, 256]
-///   param  %2 transformer.wte.weight: float32[65, 384] grad (alias lm_head.weight)
-///   %7: float32[8, 256, 384] = aten::embedding(weight=%2, indices=%0, padding_idx=-1, ...)
-///       # transformer.wte (Embedding) model.py:112
-///       anno: n^ d, * -> * d
+///   param    %0 transformer.wte.weight: float32[65, 384] grad (alias lm_head.weight)
+///   input    %17 idx: int64[8, 256]
+///   %20: float32[8, 256, 384] = aten::embedding(weight=%0, indices=%17, padding_idx=-1, ...)
+///       # transformer.wte (Embedding) model.py:141
+///       anno: n^ e, * -> * e
 ///   output %99 (loss)
 ///
 /// Output depends only on the graph: ids in order, never pointer order.
