@@ -16,8 +16,12 @@ std::string typeText(proto::DType dtype, const google::protobuf::RepeatedField<i
 
 std::string sliceText(const proto::SliceMap &s) {
   std::vector<std::string> dims;
-  for (int d = 0; d < s.start_size() && d < s.stop_size(); ++d)
-    dims.push_back(fmt::format("{}:{}", s.start(d), s.stop(d)));
+  for (int d = 0; d < s.start_size() && d < s.stop_size(); ++d) {
+    int64_t b = d < s.blocks_size() ? s.blocks(d) : 1;
+    dims.push_back(b > 1 ? fmt::format("{}:{} x{} blocks", s.start(d), s.stop(d), b)
+                         : fmt::format("{}:{}", s.start(d), s.stop(d)));
+  }
+
   std::string text = fmt::format("[{}]", fmt::join(dims, ", "));
   if (s.value_chunks() > 1)
     text += fmt::format(" value {}/{}", s.value_index(), s.value_chunks());

@@ -18,8 +18,9 @@ using transform::PartitionedGraph;
 using transform::SubTensor;
 
 bool samePiece(const SubTensor &a, const SubTensor &b) {
-  return a.start == b.start && a.stop == b.stop && a.valueIndex == b.valueIndex &&
-         a.valueChunks == b.valueChunks;
+  SubTensor other = b;
+  other.tensor = a.tensor;
+  return a == other;
 }
 
 ShardSpec pieceShard(const SubTensor &piece, const transform::TensorPlacement &placement,
@@ -30,7 +31,10 @@ ShardSpec pieceShard(const SubTensor &piece, const transform::TensorPlacement &p
   s.constant = constant;
   s.start = piece.start;
   s.stop = piece.stop;
+  if (piece.interleaved())
+    s.blocks = piece.blocks;
   s.valueIndex = piece.valueIndex;
+
   s.valueChunks = piece.valueChunks;
   s.replicas = 0;
   for (const SubTensor &other : placement.pieces)
@@ -53,7 +57,7 @@ public:
       NNSC_RETURN_IF_ERROR(st);
     }
     addShards();
-    addInputs();
+    NNSC_RETURN_IF_ERROR(addInputs());
     layout_.outputs = graph_.outputs;
     layout_.lossOutput = graph_.lossOutput;
     addLoss();
@@ -101,7 +105,15 @@ private:
   }
 
   Expected<CommCall> commCall(const CommOp &op, const transform::Adapter &a) const {
+    if (op.op == "reshape") { // a local view in or out of interleaved blocks
+      CommCall call;
+      call.op = op.op;
+      call.shape = op.outShape;
+      call.move = "local view";
+      return call;
+    }
     const std::vector<int> *members = op.groupOf(device_);
+
     if (!members)
       return Status::internal(fmt::format("error: the {} of %{} has no group holding plan "
                                           "device {}",
@@ -183,13 +195,18 @@ private:
     }
   }
 
-  void addInputs() {
+  Status addInputs() {
     layout_.inputs = wholeInputs(graph_);
     for (InputSpec &in : layout_.inputs)
       if (const SubTensor *piece = pg_.tensors[static_cast<size_t>(in.tensor)].pieceOn(device_)) {
+        if (piece->interleaved())
+          return errorf("error: the plan cuts graph input '{}' (%{}) interleaved {}; inputs are "
+                        "fed in contiguous pieces",
+                        graph_.tensor(in.tensor).name, in.tensor, piece->str());
         in.start = piece->start;
         in.stop = piece->stop;
       }
+    return Status::ok();
   }
 
   void addLoss() {

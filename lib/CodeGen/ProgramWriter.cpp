@@ -17,15 +17,19 @@ std::string tensorType(const ir::Tensor &t) {
 
 std::string sliceText(const ShardSpec &s) {
   std::vector<std::string> dims;
-  for (size_t d = 0; d < s.start.size(); ++d)
-    dims.push_back(fmt::format("{}:{}", s.start[d], s.stop[d]));
+  for (size_t d = 0; d < s.start.size(); ++d) {
+    int64_t b = d < s.blocks.size() ? s.blocks[d] : 1;
+    dims.push_back(b > 1 ? fmt::format("{}:{} of each of {} blocks", s.start[d], s.stop[d], b)
+                         : fmt::format("{}:{}", s.start[d], s.stop[d]));
+  }
   return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
 bool isWhole(const ShardSpec &s, const ir::Tensor &t) {
-  return s.stop == t.shape && s.valueChunks == 1 &&
+  return s.shape() == t.shape && s.valueChunks == 1 &&
          std::all_of(s.start.begin(), s.start.end(), [](int64_t v) { return v == 0; });
 }
+
 
 } // namespace
 
@@ -183,8 +187,12 @@ Status ProgramWriter::writeAdapter(const RankStep &step) {
     std::string args;
     for (const auto &[name, v] : c.args)
       args += fmt::format(", {}={}", name, v);
-    os_ << fmt::format("    {} = nnsc.{}({}{}, group={})  # {} over ranks [{}]\n", var, c.op, value,
-                       args, c.group, c.move, fmt::join(c.ranks, ", "));
+    if (c.op == "reshape")
+      os_ << fmt::format("    {} = torch.reshape({}, [{}])  # {}\n", var, value,
+                         fmt::join(c.shape, ", "), c.move);
+    else
+      os_ << fmt::format("    {} = nnsc.{}({}{}, group={})  # {} over ranks [{}]\n", var, c.op,
+                         value, args, c.group, c.move, fmt::join(c.ranks, ", "));
     value = var;
   }
   adapterNames_[step.adapter] = value;

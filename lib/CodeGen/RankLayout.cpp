@@ -16,8 +16,9 @@ namespace nnsc::codegen {
 ir::Shape ShardSpec::shape() const {
   ir::Shape s;
   for (size_t d = 0; d < start.size(); ++d)
-    s.push_back(stop[d] - start[d]);
+    s.push_back((stop[d] - start[d]) * (d < blocks.size() ? blocks[d] : 1));
   return s;
+
 }
 
 bool InputSpec::isWhole() const {

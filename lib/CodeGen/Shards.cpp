@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "nnsc/Support/BlockSlice.h"
+
 namespace nnsc::codegen {
 
 std::string sliceTensor(std::string_view bytes, const ir::Shape &full, int64_t elementSize,
@@ -98,9 +100,11 @@ Status writeRankShards(const std::string &path, const ir::Graph &graph, const Ra
                     s.localName, t.name);
     std::string_view data = *bytes;
     if (s.shape() != t.shape) {
-      owned.push_back(sliceTensor(data, t.shape, ir::dtypeSize(t.dtype), s.start, s.stop));
+      Box box = blockedBox(t.shape, s.start, s.stop, s.blocks);
+      owned.push_back(sliceTensor(data, box.shape, ir::dtypeSize(t.dtype), box.start, box.stop));
       data = owned.back();
     }
+
     entries.push_back(
         {s.localName, std::string(ir::dtypeSafetensorsCode(t.dtype)), s.shape(), data});
   }

@@ -10,7 +10,7 @@ namespace nnsc::ops {
 namespace {
 
 /// Every identifier that is not the leading member of its dim somewhere
-/// (nnScaler freezes these everywhere: only the leading one can be split).
+/// (nnScaler freezes these everywhere; we split them interleaved on request).
 std::set<std::string> nonLeadingIdents(const OpAnno &anno) {
   std::set<std::string> out;
   for (const auto *side : {&anno.inputs, &anno.outputs})
@@ -150,8 +150,7 @@ void Binder::collectRoles() {
           if (id.numeric)
             b_.sizes[id.name] = id.value;
         }
-  for (const std::string &name : nonLeadingIdents(b_.expanded))
-    b_.roles[name] = DimRole::Frozen;
+  b_.nonLeading = nonLeadingIdents(b_.expanded);
 }
 
 Status Binder::setSize(const std::string &name, int64_t size, const std::string &where) {

@@ -1,6 +1,7 @@
 // splittableIdents, splitEffect and identAt over a bound annotation.
 #include "nnsc/Ops/AnnotationSplit.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -42,16 +43,28 @@ const DimIdent *findIdent(const BoundAnno &bound, const std::string &id) {
   return nullptr;
 }
 
-/// A merged dim in which `id` is not the leading member, as text.
-std::string mergedHolding(const BoundAnno &bound, const std::string &id) {
-  for (const auto *side : {&bound.expanded.inputs, &bound.expanded.outputs})
-    for (const ShapeAnno &shape : *side)
-      for (const DimAnno &dim : shape.dims) {
-        const DimIdent *lead = leadingIdent(dim);
-        if (dim.merged() && dimHas(dim, id) && lead && lead->name != id)
-          return dimText(dim);
-      }
-  return "a merged dim";
+/// How many blocks splitting `id` leaves in `dim`: the product of the sizes
+/// of the members left of it, times `interleave`; 1 when `dim` lacks it.
+int64_t blocksIn(const BoundAnno &bound, const DimAnno &dim, const std::string &id,
+                 int64_t interleave) {
+  int64_t left = 1;
+  for (const DimIdent &member : dim.idents) {
+    if (member.name == id)
+      return left * interleave;
+    left *= bound.sizes.at(member.name);
+  }
+  return 1;
+}
+
+/// Per tensor of `side`: the split dim of `id` and its block count.
+void effectOn(const BoundAnno &bound, const std::vector<ShapeAnno> &side, const std::string &id,
+              int64_t interleave, std::vector<int> &dims, std::vector<int64_t> &blocks) {
+  for (const ShapeAnno &shape : side) {
+    int d = dimHolding(shape, id);
+    dims.push_back(d);
+    blocks.push_back(d < 0 ? 1 : blocksIn(bound, shape.dims[static_cast<size_t>(d)], id,
+                                          interleave));
+  }
 }
 
 Status unknownIdent(const BoundAnno &bound, const std::string &id) {
@@ -62,9 +75,11 @@ Status unknownIdent(const BoundAnno &bound, const std::string &id) {
 }
 
 /// Why `id` cannot be split into `n` parts, or ok.
-Status checkSplittable(const BoundAnno &bound, const std::string &id, int n) {
+Status checkSplittable(const BoundAnno &bound, const std::string &id, int n, int64_t interleave) {
   if (n < 1)
     return errorf("cannot split '{}' into {} parts; expected at least 1", id, n);
+  if (interleave < 1)
+    return errorf("cannot interleave '{}' over {} blocks; expected at least 1", id, interleave);
   const DimIdent *first = findIdent(bound, id);
   if (first == nullptr)
     return unknownIdent(bound, id);
@@ -72,15 +87,16 @@ Status checkSplittable(const BoundAnno &bound, const std::string &id, int n) {
     return errorf("'{}' is a fixed size and cannot be split", id);
   if (first->role == DimRole::Frozen)
     return errorf("dimension '{}' is frozen (^) and cannot be split", id);
-  if (bound.roles.at(id) == DimRole::Frozen)
-    return errorf("dimension '{}' is not the leading member of {} and cannot be split", id,
-                  mergedHolding(bound, id));
   size_t out = 0;
   if (hasUnknownOutput(bound, out))
     return errorf("output {} is '?': an op with an unknown output can only be replicated", out);
   auto size = bound.sizes.find(id);
   if (size == bound.sizes.end())
     return Status::internal(fmt::format("dimension '{}' has no bound size", id));
+  if (size->second % (n * interleave) != 0 && interleave > 1)
+    return errorf("dimension '{}' has size {}, which is not divisible into {} blocks of {} "
+                  "parts",
+                  id, size->second, interleave, n);
   if (size->second % n != 0)
     return errorf("dimension '{}' has size {}, which is not divisible into {} parts", id,
                   size->second, n);
@@ -107,20 +123,24 @@ std::vector<std::string> splittableIdents(const BoundAnno &bound) {
       const DimIdent *lead = leadingIdent(dim);
       if (lead == nullptr || !seen.insert(lead->name).second)
         continue;
-      if (bound.roles.at(lead->name) != DimRole::Frozen)
+      if (bound.roles.at(lead->name) != DimRole::Frozen && !bound.nonLeading.count(lead->name))
         out.push_back(lead->name);
     }
   return out;
 }
 
-Expected<SplitEffect> splitEffect(const BoundAnno &bound, const std::string &id, int n) {
-  NNSC_RETURN_IF_ERROR(checkSplittable(bound, id, n));
+Expected<SplitEffect> splitEffect(const BoundAnno &bound, const std::string &id, int n,
+                                  int64_t interleave) {
+  NNSC_RETURN_IF_ERROR(checkSplittable(bound, id, n, interleave));
   SplitEffect effect;
   effect.valueSplit = bound.roles.at(id) == DimRole::Reduce;
-  for (const ShapeAnno &shape : bound.expanded.inputs)
-    effect.inputDims.push_back(dimHolding(shape, id));
-  for (const ShapeAnno &shape : bound.expanded.outputs)
-    effect.outputDims.push_back(dimHolding(shape, id));
+  int64_t g = n > 1 ? interleave : 1;
+  effectOn(bound, bound.expanded.inputs, id, g, effect.inputDims, effect.inputBlocks);
+  effectOn(bound, bound.expanded.outputs, id, g, effect.outputDims, effect.outputBlocks);
+  if (n <= 1) // whole: nothing is cut, so nothing is interleaved
+    std::fill(effect.inputBlocks.begin(), effect.inputBlocks.end(), 1);
+  if (n <= 1)
+    std::fill(effect.outputBlocks.begin(), effect.outputBlocks.end(), 1);
   return effect;
 }
 

@@ -1,6 +1,8 @@
 // Plan primitives: building and resolving one node's split (NodeSplit.h).
 #include "nnsc/Plan/NodeSplit.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "nnsc/Ops/Annotation.h"
@@ -13,6 +15,8 @@ ops::SplitEffect wholeEffect(const ir::Node &node) {
   ops::SplitEffect e;
   e.inputDims.assign(node.inputs.size(), -1);
   e.outputDims.assign(node.outputs.size(), -1);
+  e.inputBlocks.assign(node.inputs.size(), 1);
+  e.outputBlocks.assign(node.outputs.size(), 1);
   return e;
 }
 
@@ -73,7 +77,7 @@ Expected<ResolvedSplit> resolveSplit(const ir::Graph &graph, const ir::Node &nod
       return at.status();
     r.ident = *at;
   }
-  auto effect = ops::splitEffect(*bound, r.ident, np.num());
+  auto effect = ops::splitEffect(*bound, r.ident, np.num(), std::max(1, np.interleave()));
   if (!effect)
     return effect.status();
   r.num = np.num();
@@ -98,10 +102,12 @@ proto::NodePlan replicateNode(const ir::Node &node, const std::vector<int> &devi
 Expected<proto::NodePlan> splitNodeByIdent(const ir::Graph &graph, const ir::Node &node,
                                            const std::string &ident,
                                            const std::vector<int> &devices,
-                                           const std::string &rule) {
+                                           const std::string &rule, int interleave) {
   proto::NodePlan np = basePlan(node, devices, rule);
   np.set_ident(ident);
   np.set_num(static_cast<int>(devices.size()));
+  if (interleave > 1)
+    np.set_interleave(interleave);
   auto r = resolveSplit(graph, node, np);
   if (!r)
     return r.status().withContext(
@@ -111,11 +117,13 @@ Expected<proto::NodePlan> splitNodeByIdent(const ir::Graph &graph, const ir::Nod
 
 Expected<proto::NodePlan> splitNodeByDim(const ir::Graph &graph, const ir::Node &node, int input,
                                          int dim, const std::vector<int> &devices,
-                                         const std::string &rule) {
+                                         const std::string &rule, int interleave) {
   proto::NodePlan np = basePlan(node, devices, rule);
   np.set_input(input);
   np.set_dim(dim);
   np.set_num(static_cast<int>(devices.size()));
+  if (interleave > 1)
+    np.set_interleave(interleave);
   auto r = resolveSplit(graph, node, np);
   if (!r)
     return r.status().withContext(fmt::format("cannot split {} at input {} dim {} into {}",

@@ -151,8 +151,10 @@ Expected<proto::NodePlan> PlanFileApplier::partition(const ir::Node &node, const
                                      "all plan_ngpus ({}) devices or replicated",
                                      rule.selectorText(), describeNode(node), num, n));
   auto np = rule.ident.empty()
-                ? splitNodeByDim(graph_, node, rule.input, rule.dim, devices_, tagOf(rule))
-                : splitNodeByIdent(graph_, node, rule.ident, devices_, tagOf(rule));
+                ? splitNodeByDim(graph_, node, rule.input, rule.dim, devices_, tagOf(rule),
+                                 rule.interleave)
+                : splitNodeByIdent(graph_, node, rule.ident, devices_, tagOf(rule),
+                                   rule.interleave);
   if (!np)
     return errorAt(rule, fmt::format("rule '{}': {}", rule.selectorText(), np.status().message()));
   return np;

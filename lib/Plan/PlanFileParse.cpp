@@ -187,7 +187,7 @@ Status PlanFileReader::readPartition(const YAML::Node &n, PlanRule &rule) const 
 }
 
 Status PlanFileReader::readPartitionMap(const YAML::Node &n, PlanRule &rule) const {
-  NNSC_RETURN_IF_ERROR(checkKeys(n, {"ident", "input", "dim", "num"}, "a partition"));
+  NNSC_RETURN_IF_ERROR(checkKeys(n, {"ident", "input", "dim", "num", "interleave"}, "a partition"));
   rule.action = RuleAction::Partition;
   if (const YAML::Node id = n["ident"]) {
     if (!id.IsScalar() || id.Scalar().empty())
@@ -212,6 +212,12 @@ Status PlanFileReader::readPartitionMap(const YAML::Node &n, PlanRule &rule) con
     if (!v)
       return v.status();
     rule.num = static_cast<int>(*v);
+  }
+  if (const YAML::Node blocks = n["interleave"]) {
+    auto v = readInt(blocks, "interleave", 1);
+    if (!v)
+      return v.status();
+    rule.interleave = static_cast<int>(*v);
   }
   return Status::ok();
 }

@@ -55,6 +55,8 @@ void printMemory(const proto::Plan &plan, const ir::Graph &graph, std::ostream &
 std::string partitionText(const proto::NodePlan &np) {
   if (np.num() <= 1)
     return "replicate";
+  if (!np.ident().empty() && np.interleave() > 1) // n{3}/2: each of 3 blocks of n halved
+    return fmt::format("{}{{{}}}/{}", np.ident(), np.interleave(), np.num());
   if (!np.ident().empty())
     return fmt::format("{}/{}", np.ident(), np.num());
   return fmt::format("input{}.dim{}/{}", np.input(), np.dim(), np.num());

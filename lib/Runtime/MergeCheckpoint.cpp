@@ -12,6 +12,7 @@
 #include "TensorIO.h"
 #include "nnsc/Runtime/Checkpoint.h"
 #include "nnsc/Runtime/CheckpointStore.h"
+#include "nnsc/Support/BlockSlice.h"
 #include "nnsc/Support/File.h"
 #include "nnsc/Support/Safetensors.h"
 #include "nnsc/manifest.pb.h"
@@ -22,26 +23,41 @@ namespace fs = std::filesystem;
 
 namespace {
 
+int64_t blocksOf(const ShardInfo &s, size_t d) { return d < s.blocks.size() ? s.blocks[d] : 1; }
+
 std::string sliceText(const ShardInfo &s) {
   std::string out = "[";
   for (size_t d = 0; d < s.start.size(); ++d)
-    out += fmt::format("{}{}:{}", d ? ", " : "", s.start[d], s.stop[d]);
+    out += fmt::format("{}{}:{}{}", d ? ", " : "", s.start[d], s.stop[d],
+                       blocksOf(s, d) > 1 ? fmt::format(" of {} blocks", blocksOf(s, d)) : "");
   out += "]";
   if (s.valueChunks > 1)
     out += fmt::format(" value {}/{}", s.valueIndex, s.valueChunks);
   return out;
 }
 
+// The shard as a plain box over the blocked view of its full tensor.
+Box boxOf(const ShardInfo &s) { return blockedBox(s.fullShape, s.start, s.stop, s.blocks); }
+
 int64_t volume(const ShardInfo &s) {
+  Box b = boxOf(s);
   int64_t v = 1;
-  for (size_t d = 0; d < s.start.size(); ++d)
-    v *= s.stop[d] - s.start[d];
+  for (size_t d = 0; d < b.start.size(); ++d)
+    v *= b.stop[d] - b.start[d];
   return v;
 }
 
 bool overlaps(const ShardInfo &a, const ShardInfo &b) {
-  for (size_t d = 0; d < a.start.size(); ++d)
-    if (a.stop[d] <= b.start[d] || b.stop[d] <= a.start[d])
+  Box x = boxOf(a), y = boxOf(b);
+  for (size_t d = 0; d < x.start.size(); ++d)
+    if (x.stop[d] <= y.start[d] || y.stop[d] <= x.start[d])
+      return false;
+  return true;
+}
+
+bool sameBlocks(const ShardInfo &a, const ShardInfo &b) {
+  for (size_t d = 0; d < a.fullShape.size(); ++d)
+    if (blocksOf(a, d) != blocksOf(b, d))
       return false;
   return true;
 }
@@ -50,16 +66,19 @@ Status checkPiece(const ShardPiece &p, const ShardPiece &first) {
   const ShardInfo &s = p.info;
   const std::string &name = s.originalName;
   if (s.fullShape != first.info.fullShape || s.valueChunks != first.info.valueChunks ||
-      p.value.scalar_type() != first.value.scalar_type())
-    return errorf("error: shards of '{}' disagree on full shape, dtype or value chunks (rank {} "
-                  "and rank {})",
+      p.value.scalar_type() != first.value.scalar_type() || !sameBlocks(s, first.info))
+    return errorf("error: shards of '{}' disagree on full shape, dtype, value chunks or "
+                  "interleaved blocks (rank {} and rank {})",
                   name, first.rank, p.rank);
   bool ok = s.start.size() == s.fullShape.size() && s.stop.size() == s.fullShape.size() &&
             p.value.dim() == int64_t(s.fullShape.size()) && s.valueIndex >= 0 &&
-            s.valueIndex < s.valueChunks;
-  for (size_t d = 0; ok && d < s.fullShape.size(); ++d)
-    ok = s.start[d] >= 0 && s.start[d] < s.stop[d] && s.stop[d] <= s.fullShape[d] &&
-         p.value.size(d) == s.stop[d] - s.start[d];
+            s.valueIndex < s.valueChunks &&
+            (s.blocks.empty() || s.blocks.size() == s.fullShape.size());
+  for (size_t d = 0; ok && d < s.fullShape.size(); ++d) {
+    int64_t b = blocksOf(s, d);
+    ok = b >= 1 && s.fullShape[d] % b == 0 && s.start[d] >= 0 && s.start[d] < s.stop[d] &&
+         s.stop[d] <= s.fullShape[d] / b && p.value.size(d) == (s.stop[d] - s.start[d]) * b;
+  }
   if (!ok)
     return errorf("error: shard '{}' of rank {} does not fit '{}' (full shape [{}]): slice {}, "
                   "local shape [{}]",
@@ -119,11 +138,16 @@ Expected<at::Tensor> assembleOne(const std::vector<const ShardPiece *> &all) {
     at::Tensor full = at::zeros(info.fullShape, all[0]->value.options());
     NNSC_RETURN_IF_ERROR(checkCoverage(chunk, v, full.numel()));
     for (const ShardPiece *p : chunk) {
-      at::Tensor dst = full;
-      for (size_t d = 0; d < info.start.size(); ++d)
-        dst = dst.narrow(int64_t(d), p->info.start[d], p->info.stop[d] - p->info.start[d]);
-      dst.copy_(p->value);
+      Box box = boxOf(p->info); // interleaved dims viewed as [blocks, size / blocks]
+      at::Tensor dst = full.view(box.shape);
+      std::vector<int64_t> local;
+      for (size_t d = 0; d < box.start.size(); ++d) {
+        dst = dst.narrow(int64_t(d), box.start[d], box.stop[d] - box.start[d]);
+        local.push_back(box.stop[d] - box.start[d]);
+      }
+      dst.copy_(p->value.reshape(local));
     }
+
     sum = v == 0 ? full : sum.add_(full);
   }
   return sum;

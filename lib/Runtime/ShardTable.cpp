@@ -56,6 +56,8 @@ std::vector<ShardInfo> shardsOfManifest(const proto::RankManifest &m) {
     if (s.has_slice() && s.slice().start_size() == s.full_shape_size()) {
       i.start.assign(s.slice().start().begin(), s.slice().start().end());
       i.stop.assign(s.slice().stop().begin(), s.slice().stop().end());
+      if (s.slice().blocks_size() == s.full_shape_size())
+        i.blocks.assign(s.slice().blocks().begin(), s.slice().blocks().end());
     } else {
       i.start.assign(i.fullShape.size(), 0);
       i.stop = i.fullShape;
@@ -81,6 +83,7 @@ nlohmann::json shardsToJson(const std::vector<ShardInfo> &shards) {
                    {"shape", s.shape},
                    {"start", s.start},
                    {"stop", s.stop},
+                   {"blocks", s.blocks},
                    {"value_index", s.valueIndex},
                    {"value_chunks", s.valueChunks},
                    {"dtype", s.dtype},
@@ -102,6 +105,8 @@ Expected<std::vector<ShardInfo>> shardsFromJson(const nlohmann::json &j, const s
       s.shape = e.at("shape").get<std::vector<int64_t>>();
       s.start = e.at("start").get<std::vector<int64_t>>();
       s.stop = e.at("stop").get<std::vector<int64_t>>();
+      s.blocks = e.value("blocks", std::vector<int64_t>{});
+
       s.valueIndex = e.at("value_index").get<int>();
       s.valueChunks = e.at("value_chunks").get<int>();
       s.dtype = e.at("dtype").get<std::string>();

@@ -143,7 +143,10 @@ std::string layerOf(const std::string &modulePath) {
 }
 
 std::string formatCommOp(const CommOp &op) {
+  if (op.op == "reshape")
+    return "reshape(local view of the blocks)";
   std::vector<std::string> args;
+
   static const char *names[][2] = {{"dim", ""}, {"split_dim", "concat_dim"}};
   bool twoArgs = op.args.size() == 2;
   for (size_t i = 0; i < op.args.size() && i < 2; ++i)

@@ -14,13 +14,18 @@ Expected<RvdLayout> partialLayout(const ir::Shape &shape, const std::vector<int>
                          devices);
 }
 
-Expected<RvdLayout> layoutFor(const ir::Shape &shape, int dim, bool partial,
+Expected<RvdLayout> layoutFor(const ir::Shape &shape, int dim, int64_t blocks, bool partial,
                               const std::vector<int> &devices) {
   if (partial)
     return partialLayout(shape, devices);
-  if (dim >= 0)
-    return splitLayout(shape, dim, devices);
-  return replicatedLayout(shape, devices);
+  if (dim < 0)
+    return replicatedLayout(shape, devices);
+  auto split = splitLayout(shape, dim, devices);
+  if (!split || blocks <= 1)
+    return split;
+  std::vector<int64_t> b = ones(shape.size());
+  b[static_cast<size_t>(dim)] = blocks;
+  return split->withBlocks(b);
 }
 
 } // namespace
@@ -43,7 +48,8 @@ Expected<NodeLayouts> nodeLayouts(const ir::Graph &graph, const ir::Node &node,
   bool whole = split.num <= 1;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     int dim = whole ? -1 : split.effect.inputDims[i];
-    auto l = layoutFor(graph.tensor(node.inputs[i]).shape, dim, false, devices);
+    int64_t blocks = whole ? 1 : split.effect.inputBlocks[i];
+    auto l = layoutFor(graph.tensor(node.inputs[i]).shape, dim, blocks, false, devices);
     if (!l)
       return l.status();
     out.inputs.push_back(l.take());
@@ -51,7 +57,9 @@ Expected<NodeLayouts> nodeLayouts(const ir::Graph &graph, const ir::Node &node,
   for (size_t o = 0; o < node.outputs.size(); ++o) {
     int dim = whole ? -1 : split.effect.outputDims[o];
     bool partial = !whole && (split.effect.valueSplit || (dim < 0 && shareOutput));
-    auto l = layoutFor(graph.tensor(node.outputs[o]).shape, dim, partial, devices);
+    int64_t blocks = whole ? 1 : split.effect.outputBlocks[o];
+    auto l = layoutFor(graph.tensor(node.outputs[o]).shape, dim, blocks, partial, devices);
+
     if (!l)
       return l.status();
     out.outputs.push_back(l.take());

@@ -101,12 +101,60 @@ std::string axisName(int axis) {
   return fmt::format("D{}", dimOfAxis(axis));
 }
 
-std::string countsStr(const std::vector<int64_t> &counts) {
+std::string countsStr(const std::vector<int64_t> &counts, const std::vector<int64_t> &blocks) {
   if (counts.size() < 2)
     return "R?V?D";
-  std::vector<int64_t> d(counts.begin() + 2, counts.end());
+  std::vector<std::string> d;
+  for (size_t k = 2; k < counts.size(); ++k) {
+    int64_t b = k - 2 < blocks.size() ? blocks[k - 2] : 1;
+    d.push_back(b > 1 ? fmt::format("{}{{{}}}", counts[k], b) : std::to_string(counts[k]));
+  }
   return fmt::format("R{}V{}D{}", counts[0], counts[1], fmt::join(d, ","));
 }
+
+Expected<RvdLayout> RvdLayout::withBlocks(std::vector<int64_t> blocks) const {
+  if (blocks.size() != shape_.size())
+    return errorf("{} block counts for a tensor of rank {}", blocks.size(), shape_.size());
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    int64_t d = counts_[k + 2];
+    if (blocks[k] < 1)
+      return errorf("block count {} of dim {} must be positive", blocks[k], k);
+    if (d == 1)
+      blocks[k] = 1;
+    if (shape_[k] % (blocks[k] * d) != 0)
+      return errorf("dim {} of size {} does not split into {} chunks of each of {} blocks", k,
+                    shape_[k], d, blocks[k]);
+  }
+  RvdLayout out = *this;
+  out.blocks_ = std::move(blocks);
+  return out;
+}
+
+bool RvdLayout::interleaved() const {
+  return std::any_of(blocks_.begin(), blocks_.end(), [](int64_t b) { return b > 1; });
+}
+
+RvdLayout RvdLayout::expanded() const { return *expandedBy(blocks_); }
+
+Expected<RvdLayout> RvdLayout::expandedBy(const std::vector<int64_t> &by) const {
+  if (by.size() != shape_.size())
+    return errorf("{} block counts for a tensor of rank {}", by.size(), shape_.size());
+  std::vector<int64_t> shape, counts{counts_[0], counts_[1]};
+  for (size_t k = 0; k < shape_.size(); ++k) {
+    int64_t d = counts_[k + 2];
+    if (by[k] < 1 || (blocks_[k] > 1 && by[k] != blocks_[k]) || shape_[k] % (by[k] * d) != 0)
+      return errorf("cannot view dim {} of {} ({}) as {} blocks", k, shapeStr(shape_), str(),
+                    by[k]);
+    if (by[k] > 1) {
+      shape.push_back(by[k]);
+      counts.push_back(1);
+    }
+    shape.push_back(shape_[k] / by[k]);
+    counts.push_back(d);
+  }
+  return RvdLayout(std::move(shape), std::move(counts), devices_);
+}
+
 
 Expected<RvdLayout> RvdLayout::fromCounts(std::vector<int64_t> shape, std::vector<int64_t> counts,
                                           std::vector<int> devices) {
@@ -170,7 +218,7 @@ int64_t RvdLayout::flatOf(const std::vector<int64_t> &coord) const {
   return flat;
 }
 
-std::string RvdLayout::str() const { return countsStr(counts_); }
+std::string RvdLayout::str() const { return countsStr(counts_, blocks_); }
 
 std::string RvdLayout::strWithDevices() const {
   return fmt::format("{} on [{}]", str(), fmt::join(devices_, ","));
@@ -196,7 +244,8 @@ RvdLayout RvdLayout::canonical() const {
 }
 
 bool RvdLayout::equivalent(const RvdLayout &other) const {
-  return shape_ == other.shape_ && counts_ == other.counts_ && canonical() == other.canonical();
+  return shape_ == other.shape_ && counts_ == other.counts_ && blocks_ == other.blocks_ &&
+         canonical() == other.canonical();
 }
 
 } // namespace nnsc::transform

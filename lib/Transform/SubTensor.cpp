@@ -5,10 +5,17 @@
 
 namespace nnsc::transform {
 
+bool SubTensor::interleaved() const {
+  for (size_t k = 0; k < start.size(); ++k)
+    if (blocksOf(k) > 1)
+      return true;
+  return false;
+}
+
 ir::Shape SubTensor::shape() const {
   ir::Shape out;
   for (size_t k = 0; k < start.size(); ++k)
-    out.push_back(stop[k] - start[k]);
+    out.push_back((stop[k] - start[k]) * blocksOf(k));
   return out;
 }
 
@@ -16,15 +23,27 @@ bool SubTensor::isWhole(const ir::Shape &fullShape) const {
   if (valueChunks != 1 || start.size() != fullShape.size())
     return false;
   for (size_t k = 0; k < start.size(); ++k)
-    if (start[k] != 0 || stop[k] != fullShape[k])
+    if (start[k] != 0 || stop[k] * blocksOf(k) != fullShape[k])
+      return false;
+  return true;
+}
+
+bool SubTensor::operator==(const SubTensor &o) const {
+  if (tensor != o.tensor || start != o.start || stop != o.stop || valueIndex != o.valueIndex ||
+      valueChunks != o.valueChunks)
+    return false;
+  for (size_t k = 0; k < start.size(); ++k)
+    if (blocksOf(k) != o.blocksOf(k))
       return false;
   return true;
 }
 
 std::string SubTensor::str() const {
   std::string dims;
-  for (size_t k = 0; k < start.size(); ++k)
-    dims += fmt::format("{}{}:{}", k ? ", " : "", start[k], stop[k]);
+  for (size_t k = 0; k < start.size(); ++k) {
+    std::string b = blocksOf(k) > 1 ? fmt::format("{{{}}}", blocksOf(k)) : "";
+    dims += fmt::format("{}{}:{}{}", k ? ", " : "", start[k], stop[k], b);
+  }
   std::string value = valueChunks > 1 ? fmt::format(" v{}/{}", valueIndex, valueChunks) : "";
   return fmt::format("[{}]{}", dims, value);
 }
@@ -35,10 +54,15 @@ SubTensor pieceOf(const RvdLayout &layout, int64_t tensor, int index) {
   std::vector<int64_t> coord = layout.coordOf(index);
   std::vector<int64_t> piece = layout.pieceShape();
   for (int k = 0; k < layout.rank(); ++k) {
+    auto dim = static_cast<size_t>(k);
     int64_t c = coord[static_cast<size_t>(axisOfDim(k))];
-    s.start.push_back(c * piece[static_cast<size_t>(k)]);
-    s.stop.push_back((c + 1) * piece[static_cast<size_t>(k)]);
+    int64_t chunk = piece[dim] / layout.blocks()[dim]; // within one block
+    s.start.push_back(c * chunk);
+    s.stop.push_back((c + 1) * chunk);
   }
+  if (layout.interleaved())
+    s.blocks = layout.blocks();
+
   s.valueIndex = static_cast<int>(coord[kAxisV]);
   s.valueChunks = static_cast<int>(layout.v());
   return s;

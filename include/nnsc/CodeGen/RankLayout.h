@@ -31,10 +31,14 @@ struct ShardSpec {
   std::string localName;            ///< argument name: "p3" (state) or "c36" (constant)
   bool constant = false;            ///< a model literal, not a state_dict entry
   std::vector<int64_t> start, stop; ///< the part of the full tensor held, per dim
+  /// Per dim, blocks the dim is cut interleaved over (start/stop are then
+  /// offsets within each block; Support/BlockSlice.h); empty: contiguous.
+  std::vector<int64_t> blocks;
   int valueIndex = 0, valueChunks = 1;
   int replicas = 1; ///< ranks of one plan copy holding the same part
 
-  ir::Shape shape() const; ///< stop - start per dim
+  ir::Shape shape() const; ///< (stop - start) * blocks per dim
+
 };
 
 /// One forward argument of the model, fed by the trainer.
@@ -60,7 +64,11 @@ struct CommGroupSpec {
 
 /// One nnsc.* call of an adapter, on this rank.
 struct CommCall {
-  std::string op; ///< nnsc operator: "all_reduce", "all_gather", ...
+  /// nnsc operator: "all_reduce", "all_gather", ...; or "reshape", a local
+  /// view (x.reshape(shape)) in or out of interleaved blocks: no group.
+  std::string op;
+  ir::Shape shape; ///< reshape's target shape
+
   /// Integer arguments before `group`, by keyword: {"dim", 2}.
   std::vector<std::pair<std::string, int64_t>> args;
   int group = 0;          ///< a CommGroupSpec id

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,12 @@ struct BoundAnno {
   OpAnno expanded; ///< one DimAnno per real dim: each '*' replaced by the dims it
                    ///< stands for, named "*0", "*1", ... (same names in every tensor)
   std::map<std::string, int64_t> sizes; ///< every identifier, numerals included
-  std::map<std::string, DimRole> roles; ///< effective role: numerals and non-leading
-                                        ///< members of merged dims are Frozen
+  std::map<std::string, DimRole> roles; ///< effective role: numerals are Frozen
+  /// Identifiers that are a non-leading member of some merged dim (`d` in
+  /// `(h d)`). nnScaler never splits them; here they split only when asked
+  /// by name (an interleaved split, see SplitEffect), never by a policy's
+  /// pick (splittableIdents leaves them out).
+  std::set<std::string> nonLeading;
   std::vector<ir::Shape> inputShapes;   ///< as given ('?' inputs: whatever was given)
   std::vector<ir::Shape> outputShapes;  ///< inferred from sizes; empty for '?' outputs
   int ellipsisRank = 0;                 ///< how many dims '*' stands for
@@ -50,9 +55,9 @@ Expected<BoundAnno> bindFirstMatch(const std::vector<OpAnno> &candidates,
                                    const std::vector<ir::Shape> &outputs,
                                    const std::map<std::string, int64_t> &known = {});
 
-/// The identifiers that may be split, in first-appearance order over the
+/// The identifiers a policy may pick, in first-appearance order over the
 /// expanded inputs: not frozen, not numeric, leading in their dim (after
-/// leading '1's), not in a '?' input. Empty when some output is '?'.
+/// leading '1's) everywhere, not in a '?' input. Empty when some output is '?'.
 std::vector<std::string> splittableIdents(const BoundAnno &bound);
 
 /// What splitting one identifier into n equal parts does to each tensor
@@ -60,17 +65,32 @@ std::vector<std::string> splittableIdents(const BoundAnno &bound);
 /// part; in a value split that is only right when the op does not add it to
 /// the partial sums, which is why nnScaler annotates linear with a bias as
 /// `* k^, n k^, n -> * n`, not `* k+, n k+, n -> * n`.
+///
+/// Interleaved splits. A split dim is normally cut into n contiguous chunks.
+/// It is cut *interleaved over b blocks* when it is viewed as [b, size / b]
+/// and the inner part is cut: part i holds, from each of the b blocks, its
+/// i-th contiguous chunk (the local tensor is those b chunks, in block
+/// order). That happens where the split identifier is not the leading member
+/// of a merged dim (`d` in `(h d)`: b = h) and when the split itself asks for
+/// `interleave` g > 1 (the identifier viewed as [g, size / g]: a fused
+/// q/k/v projection whose n = 3 * C splits each of q, k, v among the parts).
+/// Both multiply: b = (product of the members left of the identifier) * g.
 struct SplitEffect {
   std::vector<int> inputDims;  ///< per input: the dim index split, or -1 = replicated
   std::vector<int> outputDims; ///< per output: the dim index split, or -1
-  bool valueSplit = false;     ///< a reduction: every output is a partial sum (outputDims all -1)
+  /// Per input / output: the block count b of the split dim (1: contiguous;
+  /// also 1 where the tensor is not split).
+  std::vector<int64_t> inputBlocks, outputBlocks;
+  bool valueSplit = false; ///< a reduction: every output is a partial sum (outputDims all -1)
 };
 
 /// The effect of splitting `id` (an identifier of bound.expanded, e.g. "n" or
-/// "*0") into `n` >= 1 parts. Errors: unknown identifier (the message lists the
-/// splittable ones), numeral, frozen, non-leading member of a merged dim, a '?'
-/// output (replicate-only op), size not divisible by n.
-Expected<SplitEffect> splitEffect(const BoundAnno &bound, const std::string &id, int n);
+/// "*0") into `n` >= 1 parts, interleaved over `interleave` >= 1 blocks of the
+/// identifier (see SplitEffect). Errors: unknown identifier (the message lists
+/// the splittable ones), numeral, frozen, a '?' output (replicate-only op),
+/// size not divisible by n * interleave.
+Expected<SplitEffect> splitEffect(const BoundAnno &bound, const std::string &id, int n,
+                                  int64_t interleave = 1);
 
 /// The identifier that would be split for "input `inputIndex`, dim `dim`" (as
 /// plan files say it): the leading non-'1' member of that expanded dim. A

@@ -53,17 +53,19 @@ proto::NodePlan replicateNode(const ir::Node &node, const std::vector<int> &devi
                               const std::string &rule);
 
 /// `node` split along identifier `ident` into devices.size() parts, part i
-/// on devices[i]. Errors name the node (describeNode) and say why.
+/// on devices[i], interleaved over `interleave` blocks of the identifier
+/// when > 1 (ops::SplitEffect). Errors name the node (describeNode) and say
+/// why.
 Expected<proto::NodePlan> splitNodeByIdent(const ir::Graph &graph, const ir::Node &node,
                                            const std::string &ident,
                                            const std::vector<int> &devices,
-                                           const std::string &rule);
+                                           const std::string &rule, int interleave = 1);
 
 /// As splitNodeByIdent, the identifier being the one at input `input`, dim
 /// `dim` (negative dims count from the end), recorded as input/dim.
 Expected<proto::NodePlan> splitNodeByDim(const ir::Graph &graph, const ir::Node &node, int input,
                                          int dim, const std::vector<int> &devices,
-                                         const std::string &rule);
+                                         const std::string &rule, int interleave = 1);
 
 /// Devices 0 .. n-1.
 std::vector<int> firstDevices(int n);

@@ -8,7 +8,8 @@
 ///     - module: transformer.h.*.attn.c_attn   # glob(s) over module paths
 ///       op: aten::linear                      # glob(s) over op names
 ///       node: 24                              # node id(s)
-///       partition: {ident: n}                 # {ident, num} | {input, dim, num}
+///       partition: {ident: n, interleave: 3}  # {ident, num, interleave} |
+///                                             # {input, dim, num, interleave}
 ///                                             # | replicate | follow
 ///
 /// Every selector given must match (they are and-ed; a list matches if any
@@ -45,6 +46,7 @@ struct PlanRule {
   int input = -1;    ///< Partition by (input, dim) when ident is empty
   int dim = 0;
   int num = 0; ///< parts; 0 = plan_ngpus
+  int interleave = 1; ///< cut every one of this many blocks (proto NodePlan.interleave)
 
   /// The selectors as written: "module transformer.h.*.attn.c_attn, op aten::view".
   std::string selectorText() const;

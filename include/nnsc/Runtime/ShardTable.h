@@ -24,6 +24,10 @@ struct ShardInfo {
   std::vector<std::string> aliases;
   std::vector<int64_t> fullShape, shape;
   std::vector<int64_t> start, stop; ///< per dim, [start, stop) of the full tensor
+  /// Per dim, blocks the dim is cut interleaved over (start/stop are offsets
+  /// within each block; Support/BlockSlice.h); empty: contiguous.
+  std::vector<int64_t> blocks;
+
   int valueIndex = 0, valueChunks = 1;
   std::string dtype = "F32"; ///< safetensors code
   bool trainable = true;

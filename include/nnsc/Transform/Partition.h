@@ -42,25 +42,30 @@ namespace nnsc::transform {
 
 /// A physical piece of a full tensor: per-dim [start, stop) and value chunk
 /// `valueIndex` of `valueChunks` (partial sums: the chunks add up to the
-/// piece; 1 chunk = the value itself).
+/// piece; 1 chunk = the value itself). An interleaved dim k (blocks[k] = b >
+/// 1, RvdLayout.h) is b equal blocks of size full / b; the piece holds
+/// [start, stop) of each block (offsets within the block), blocks in order.
 struct SubTensor {
   int64_t tensor = -1; ///< IR tensor id
   std::vector<int64_t> start;
   std::vector<int64_t> stop;
   int valueIndex = 0;
   int valueChunks = 1;
+  std::vector<int64_t> blocks; ///< per dim; empty = all 1 (contiguous)
 
-  /// stop - start per dim: the local shape.
+  /// The block count of dim k (1 when blocks is empty).
+  int64_t blocksOf(size_t k) const { return k < blocks.size() ? blocks[k] : 1; }
+  bool interleaved() const;
+  /// (stop - start) * blocks per dim: the local shape.
   ir::Shape shape() const;
   /// True when it covers the full tensor of `fullShape` with the whole value.
   bool isWhole(const ir::Shape &fullShape) const;
-  /// "[0:2, 0:32, 16:32]" plus " v1/2" for a value chunk; "[]" for 0-dim.
+  /// "[0:2, 0:32, 16:32]" plus " v1/2" for a value chunk; "[]" for 0-dim; an
+  /// interleaved dim reads "8:16{3}" (rows 8:16 of each of 3 blocks).
   std::string str() const;
-  bool operator==(const SubTensor &o) const {
-    return tensor == o.tensor && start == o.start && stop == o.stop && valueIndex == o.valueIndex &&
-           valueChunks == o.valueChunks;
-  }
+  bool operator==(const SubTensor &o) const;
 };
+
 
 /// The piece device `devices()[i]` holds under `layout` (RvdLayout.h order).
 SubTensor pieceOf(const RvdLayout &layout, int64_t tensor, int index);

@@ -13,6 +13,12 @@
 /// replica 1 on 4-7, partial 0 of replica 0 on 0-1, chunk 1 of dim 1 on the
 /// odd devices.
 ///
+/// Interleaved dims: a dim with D count d > 1 may be cut interleaved over b
+/// blocks (blocks()[k] = b): viewed as [b, size / b], the inner part is cut
+/// into d chunks and piece j holds chunk j of every block. The text form
+/// writes it after the count, R1V1D1,2{3}; the collectives that move such a
+/// layout work on that view (expanded()). b is 1 wherever d is 1.
+///
 /// R and V indices are labels: the replicas of a piece are interchangeable,
 /// and so are the names of the partials of one chunk (equivalent() compares
 /// layouts up to those relabelings; D indices are positions and are kept).
@@ -58,6 +64,24 @@ public:
   /// As parse, on devices 0..n-1 in order.
   static Expected<RvdLayout> parse(std::string_view text, std::vector<int64_t> shape);
 
+  /// This layout with dim k cut interleaved over blocks[k] (one entry per
+  /// dim; entries where d is 1 are stored as 1). Errors: a block count below
+  /// 1, or a dim whose size is not divisible by blocks * d.
+  Expected<RvdLayout> withBlocks(std::vector<int64_t> blocks) const;
+  /// Block counts per dim (all 1: contiguous chunks).
+  const std::vector<int64_t> &blocks() const { return blocks_; }
+  bool interleaved() const;
+  /// The same placement over the view in which every interleaved dim k is
+  /// two dims [blocks[k], shape[k] / blocks[k]] (D 1 and d), with no
+  /// interleaving left; the device order is unchanged.
+  RvdLayout expanded() const;
+  /// As expanded(), viewing dim k as [by[k], shape[k] / by[k]] for every
+  /// by[k] > 1, also where this layout's D count is 1 (so two layouts of one
+  /// tensor can be viewed alike). Errors: by[k] differs from blocks()[k] on an
+  /// interleaved dim, or does not divide the dim's chunks.
+  Expected<RvdLayout> expandedBy(const std::vector<int64_t> &by) const;
+
+
   int64_t r() const { return counts_[kAxisR]; }
   int64_t v() const { return counts_[kAxisV]; }
   /// The D counts, one per tensor dim.
@@ -96,20 +120,24 @@ public:
   bool equivalent(const RvdLayout &other) const;
 
   bool operator==(const RvdLayout &o) const {
-    return shape_ == o.shape_ && counts_ == o.counts_ && devices_ == o.devices_;
+    return shape_ == o.shape_ && counts_ == o.counts_ && devices_ == o.devices_ &&
+           blocks_ == o.blocks_;
   }
   bool operator!=(const RvdLayout &o) const { return !(*this == o); }
 
 private:
   RvdLayout(std::vector<int64_t> shape, std::vector<int64_t> counts, std::vector<int> devices)
-      : shape_(std::move(shape)), counts_(std::move(counts)), devices_(std::move(devices)) {}
+      : shape_(std::move(shape)), counts_(std::move(counts)), devices_(std::move(devices)),
+        blocks_(shape_.size(), 1) {}
 
   std::vector<int64_t> shape_;
   std::vector<int64_t> counts_{1, 1};
   std::vector<int> devices_;
+  std::vector<int64_t> blocks_;
 };
 
-/// "R1V2D1,1" for counts per axis (R, V, D0, ...).
-std::string countsStr(const std::vector<int64_t> &counts);
+/// "R1V2D1,1" for counts per axis (R, V, D0, ...); "R1V1D1,2{3}" when
+/// `blocks` (one per dim, or empty) has a count above 1.
+std::string countsStr(const std::vector<int64_t> &counts, const std::vector<int64_t> &blocks = {});
 
 } // namespace nnsc::transform

@@ -1,12 +1,17 @@
 // Splitting one tensor into several and joining several into one: the dim
 // that is cut or joined is a numeral on every side (never split), the other
 // dims split together.
+#include <fmt/format.h>
+
 #include "RuleUtil.h"
 
 namespace nnsc::ops::rules {
 
 // split / split_with_sizes / chunk / tensor_split: the pieces' sizes are read
-// from the outputs.
+// from the outputs. Equal pieces write the cut dim as `(k p)`: k pieces of
+// size p each, so splitting p cuts every piece alike (the input interleaved
+// over k blocks) -- how a fused q/k/v projection's output stays split by
+// heads through its split. Unequal pieces fix the cut dim.
 std::vector<std::string> splitRule(const ir::Graph &g, const ir::Node &n) {
   if (n.inputs.size() != 1 || n.outputs.empty())
     return {};
@@ -14,16 +19,26 @@ std::vector<std::string> splitRule(const ir::Graph &g, const ir::Node &n) {
   auto d = normDim(intArg(n, "dim").value_or(0), in.size());
   if (!d)
     return {};
-  Dims ins = NameGen().take(in.size());
+  NameGen names;
+  Dims ins = names.take(in.size());
+  std::string piece = names.next();
+  bool equal = n.outputs.size() > 1;
   std::vector<Dims> outs;
   for (size_t o = 0; o < n.outputs.size(); ++o) {
     const ir::Shape &out = outShape(g, n, o);
     if (out.size() != in.size())
       return {};
+    equal = equal && out[*d] == outShape(g, n, 0)[*d];
     outs.push_back(ins);
     outs.back()[*d] = std::to_string(out[*d]);
   }
-  ins[*d] = std::to_string(in[*d]);
+  if (equal) {
+    for (Dims &out : outs)
+      out[*d] = piece;
+    ins[*d] = fmt::format("({} {})", n.outputs.size(), piece);
+  } else {
+    ins[*d] = std::to_string(in[*d]);
+  }
   return single(annoStr({ins}, outs));
 }
 

@@ -1,3 +1,5 @@
+#include <set>
+
 #include <catch2/catch.hpp>
 
 #include "nnsc/Ops/Annotation.h"
@@ -188,7 +190,8 @@ TEST_CASE("bindShapes solves merged dims and checks numerals", "[annotation][bin
   BoundAnno view = bound("b l (h d) -> b l h d", {{2, 5, 48}}, {{"h", 6}});
   CHECK(view.sizes.at("d") == 8);
   CHECK(view.outputShapes == std::vector<ir::Shape>{{2, 5, 6, 8}});
-  CHECK(view.roles.at("d") == DimRole::Frozen); // non-leading member of (h d)
+  CHECK(view.roles.at("d") == DimRole::Spatial); // splits only interleaved, on request
+  CHECK(view.nonLeading == std::set<std::string>{"d"});
   CHECK(view.roles.at("h") == DimRole::Spatial);
 
   // A member bound by a lone dim elsewhere solves the merged dim.
@@ -276,8 +279,22 @@ TEST_CASE("merged dims, numerals and '?' limit what can be split", "[annotation]
   CHECK(splittableIdents(view) == Names{"b", "l", "h"});
   SplitEffect h = effect(view, "h", 3);
   CHECK((h.inputDims == Dims{2} && h.outputDims == Dims{2}));
-  CHECK(splitError(view, "d", 2) ==
-        "dimension 'd' is not the leading member of (h d) and cannot be split");
+  CHECK((h.inputBlocks == std::vector<int64_t>{1} && h.outputBlocks == std::vector<int64_t>{1}));
+  // A non-leading member splits interleaved: each part takes its chunk of d
+  // from every one of the h blocks of the merged input dim.
+  SplitEffect d = effect(view, "d", 2);
+  CHECK((d.inputDims == Dims{2} && d.outputDims == Dims{3}));
+  CHECK((d.inputBlocks == std::vector<int64_t>{6} && d.outputBlocks == std::vector<int64_t>{1}));
+  CHECK(splitError(view, "d", 3) == "dimension 'd' has size 8, which is not divisible into 3 parts");
+
+  // A fused projection: n = 3 * C split so that every part gets its share of
+  // each of the three blocks.
+  BoundAnno fused = bound("* k+, n k+ -> * n", {{2, 8, 16}, {48, 16}});
+  SplitEffect n = *splitEffect(fused, "n", 2, 3);
+  CHECK((n.inputDims == Dims{-1, 0} && n.outputDims == Dims{2}));
+  CHECK((n.inputBlocks == std::vector<int64_t>{1, 3} && n.outputBlocks == std::vector<int64_t>{3}));
+  CHECK(splitEffect(fused, "n", 32, 3).status().message() ==
+        "dimension 'n' has size 48, which is not divisible into 3 blocks of 32 parts");
 
   BoundAnno fixed = bound("a 4 -> a", {{6, 4}});
   CHECK(splitError(fixed, "4", 2) == "'4' is a fixed size and cannot be split");

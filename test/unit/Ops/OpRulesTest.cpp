@@ -164,9 +164,11 @@ TEST_CASE("shape ops", "[ops][rules]") {
         "a 3 -> 4 a 6");
   CHECK(annotate("aten::split", {{8, 256, 1152}}, {{8, 256, 384}, {8, 256, 384}, {8, 256, 384}},
                  {i64("split_size", 384), i64("dim", 2)}) ==
-        "a b 1152 -> a b 384, a b 384, a b 384");
+        "a b (3 d) -> a b d, a b d, a b d"); // equal pieces: d splits every piece alike
+  CHECK(annotate("aten::split", {{4, 10}}, {{4, 4}, {4, 4}, {4, 2}},
+                 {i64("split_size", 4), i64("dim", 1)}) == "a 10 -> a 4, a 4, a 2");
   CHECK(annotate("aten::chunk", {{4, 6}}, {{4, 3}, {4, 3}}, {i64("chunks", 2), i64("dim", -1)}) ==
-        "a 6 -> a 3, a 3");
+        "a (2 c) -> a c, a c");
   CHECK(annotate("aten::unbind", {{3, 4}}, {{4}, {4}, {4}}, {i64("dim", 0)}) == "3 b -> b, b, b");
   CHECK(annotate("aten::cat", {{2, 4, 8, 8}, {2, 4, 8, 8}}, {{2, 4, 8, 16}}, {i64("dim", -1)}) ==
         "a b c 8, a b c 8 -> a b c 16");

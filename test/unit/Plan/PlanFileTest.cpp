@@ -89,7 +89,7 @@ TEST_CASE("plan file errors point at the file position", "[plan][planfile]") {
         "plan_ngpus, rules");
   check("rules:\n  - module: fc1\n    partition: {ident: n, nmu: 2}\n",
         "p.yaml:3:27: error: unknown key 'nmu' in a partition; expected one of: dim, ident, "
-        "input, num");
+        "input, interleave, num");
   check("rules:\n  - module: fc1\n    partition: split\n",
         "p.yaml:3:16: error: unknown partition 'split'; expected a map {ident, num} or {input, "
         "dim, num}, 'replicate' or 'follow'");
