@@ -177,7 +177,61 @@ TEST_CASE("gathering for a replicated reader keeps whole gradients", "[partition
   }
 }
 
+TEST_CASE("an interleaved column split: each device holds its rows of every block",
+          "[partition]") {
+  Builder b;
+  int64_t x = b.input("x", {4, 8});
+  int64_t w = b.param("w", {48, 8});
+  int64_t y = b.op("aten::linear", {x, w}, {4, 48}, kLinear, "qkv");
+  b.graph.outputs = {b.op("aten::relu", {y}, {4, 48}, "a b -> a b", "act")};
+  proto::Plan plan = planFor(b.graph, 2, {"", ""});
+  auto np = plan::splitNodeByIdent(b.graph, b.graph.nodes()[0], "n", plan::firstDevices(2), "",
+                                   3);
+  REQUIRE(np.isOk());
+  *plan.mutable_nodes(0) = *np;
+
+  SECTION("the reader follows the blocks: no communication") {
+    auto follow = plan::splitNodeByIdent(b.graph, b.graph.nodes()[1], "b", plan::firstDevices(2),
+                                         "", 3);
+    REQUIRE(follow.isOk());
+    *plan.mutable_nodes(1) = *follow;
+    PartitionedGraph pg = partition(b.graph, plan);
+    const SubTensor &wPiece = pg.parts[0][1].inputs[1];
+    CHECK(wPiece.str() == "[8:16{3}, 0:8]"); // rows 8:16, 24:32, 40:48
+    CHECK(wPiece.shape() == ir::Shape{24, 8});
+    CHECK(pg.tensors[static_cast<size_t>(y)].layout.str() == "R1V1D1,2{3}");
+    CHECK(pg.adapters.empty());
+  }
+  SECTION("a replicated reader gathers through the blocked view") {
+    PartitionedGraph pg = partition(b.graph, plan);
+    REQUIRE(pg.adapters.size() == 1);
+    const Adapter &a = pg.adapters[0];
+    REQUIRE(a.ops.size() == 3);
+    CHECK(a.ops[0].op == "reshape");
+    CHECK(a.ops[0].outShape == ir::Shape{4, 3, 8});
+    CHECK(a.ops[1].op == "all_gather_split");
+    CHECK(a.ops[1].args == std::vector<int64_t>{2});
+    CHECK(a.ops[1].outShape == ir::Shape{4, 3, 16});
+    CHECK(a.ops[2].op == "reshape");
+    CHECK(a.ops[2].outShape == ir::Shape{4, 48});
+  }
+  SECTION("a reader cutting the dim contiguously: gather, then cut anew") {
+    auto contiguous =
+        plan::splitNodeByIdent(b.graph, b.graph.nodes()[1], "b", plan::firstDevices(2), "");
+    REQUIRE(contiguous.isOk());
+    *plan.mutable_nodes(1) = *contiguous;
+    PartitionedGraph pg = partition(b.graph, plan);
+    REQUIRE(pg.adapters.size() == 1);
+    std::vector<std::string> ops;
+    for (const CommOp &op : pg.adapters[0].ops)
+      ops.push_back(op.op);
+    CHECK(ops == std::vector<std::string>{"reshape", "all_gather_split", "reshape", "split"});
+    CHECK(pg.adapters[0].ops.back().outShape == ir::Shape{4, 24});
+  }
+}
+
 TEST_CASE("one adapter per distinct layout a tensor is read in", "[partition]") {
+
   Builder b;
   int64_t x = b.input("x", {4, 8});
   int64_t w = b.param("w", {8, 8});

@@ -143,3 +143,27 @@ TEST_CASE("rvd regroupAxis transposes the axis index as nnScaler's inner_transpo
   CHECK(t.devices() == std::vector<int>{0, 1, 4, 5, 2, 3, 6, 7});
   CHECK(t.equivalent(l));
 }
+
+TEST_CASE("interleaved rvd layouts: text, blocked view, equivalence", "[rvd]") {
+  RvdLayout l = layout("R1V1D1,2", {4, 48});
+  auto blocked = l.withBlocks({1, 3});
+  REQUIRE(blocked.isOk());
+  CHECK(blocked->str() == "R1V1D1,2{3}");
+  CHECK(blocked->interleaved());
+  CHECK(blocked->pieceShape() == std::vector<int64_t>{4, 24}); // 8 rows of each of 3 blocks
+  CHECK(blocked->expanded().str() == "R1V1D1,1,2");
+  CHECK(blocked->expanded().shape() == std::vector<int64_t>{4, 3, 16});
+  CHECK_FALSE(blocked->equivalent(l)); // same counts, other elements per device
+  // Blocks on a dim that is not cut are no blocks at all.
+  auto whole = l.withBlocks({3, 1});
+  REQUIRE(whole.isOk());
+  CHECK_FALSE(whole->interleaved());
+  // Viewing a layout by another's blocks where it does not cut the dim.
+  RvdLayout rep = layout("R2V1D1,1", {4, 48});
+  auto viewed = rep.expandedBy({1, 3});
+  REQUIRE(viewed.isOk());
+  CHECK(viewed->str() == "R2V1D1,1,1");
+  CHECK_FALSE(blocked->expandedBy({1, 4}).isOk()); // not its own blocks
+  CHECK(l.withBlocks({1, 5}).status().message() ==
+        "dim 1 of size 48 does not split into 2 chunks of each of 5 blocks");
+}
