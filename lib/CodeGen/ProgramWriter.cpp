@@ -30,7 +30,6 @@ bool isWhole(const ShardSpec &s, const ir::Tensor &t) {
          std::all_of(s.start.begin(), s.start.end(), [](int64_t v) { return v == 0; });
 }
 
-
 } // namespace
 
 bool returnsTensorList(const std::string &op) {

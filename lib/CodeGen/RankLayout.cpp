@@ -18,7 +18,6 @@ ir::Shape ShardSpec::shape() const {
   for (size_t d = 0; d < start.size(); ++d)
     s.push_back((stop[d] - start[d]) * (d < blocks.size() ? blocks[d] : 1));
   return s;
-
 }
 
 bool InputSpec::isWhole() const {

@@ -62,8 +62,8 @@ void effectOn(const BoundAnno &bound, const std::vector<ShapeAnno> &side, const 
   for (const ShapeAnno &shape : side) {
     int d = dimHolding(shape, id);
     dims.push_back(d);
-    blocks.push_back(d < 0 ? 1 : blocksIn(bound, shape.dims[static_cast<size_t>(d)], id,
-                                          interleave));
+    blocks.push_back(d < 0 ? 1
+                           : blocksIn(bound, shape.dims[static_cast<size_t>(d)], id, interleave));
   }
 }
 

@@ -101,8 +101,8 @@ proto::NodePlan replicateNode(const ir::Node &node, const std::vector<int> &devi
 
 Expected<proto::NodePlan> splitNodeByIdent(const ir::Graph &graph, const ir::Node &node,
                                            const std::string &ident,
-                                           const std::vector<int> &devices,
-                                           const std::string &rule, int interleave) {
+                                           const std::vector<int> &devices, const std::string &rule,
+                                           int interleave) {
   proto::NodePlan np = basePlan(node, devices, rule);
   np.set_ident(ident);
   np.set_num(static_cast<int>(devices.size()));

@@ -150,11 +150,10 @@ Expected<proto::NodePlan> PlanFileApplier::partition(const ir::Node &node, const
     return errorAt(rule, fmt::format("rule '{}' splits {} into {} parts; a node is split over "
                                      "all plan_ngpus ({}) devices or replicated",
                                      rule.selectorText(), describeNode(node), num, n));
-  auto np = rule.ident.empty()
-                ? splitNodeByDim(graph_, node, rule.input, rule.dim, devices_, tagOf(rule),
-                                 rule.interleave)
-                : splitNodeByIdent(graph_, node, rule.ident, devices_, tagOf(rule),
-                                   rule.interleave);
+  auto np = rule.ident.empty() ? splitNodeByDim(graph_, node, rule.input, rule.dim, devices_,
+                                                tagOf(rule), rule.interleave)
+                               : splitNodeByIdent(graph_, node, rule.ident, devices_, tagOf(rule),
+                                                  rule.interleave);
   if (!np)
     return errorAt(rule, fmt::format("rule '{}': {}", rule.selectorText(), np.status().message()));
   return np;

@@ -49,8 +49,8 @@ std::optional<proto::NodePlan> followOne(const ir::Graph &graph, const ir::Node 
   int64_t left = 1;
   for (const ops::DimIdent &member : shape.dims[static_cast<size_t>(s.dim)].idents) {
     if (!member.numeric && s.blocks % left == 0)
-      if (auto np = followIdent(graph, node, bound, input, s, member.name, s.blocks / left,
-                                devices, rule))
+      if (auto np = followIdent(graph, node, bound, input, s, member.name, s.blocks / left, devices,
+                                rule))
         return np;
     left *= bound.sizes.at(member.name);
   }

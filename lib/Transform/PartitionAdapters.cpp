@@ -163,5 +163,4 @@ Expected<Adapter> buildAdapter(int64_t tensor, const RvdLayout &producer, const 
   return a;
 }
 
-
 } // namespace nnsc::transform

@@ -155,7 +155,6 @@ Expected<RvdLayout> RvdLayout::expandedBy(const std::vector<int64_t> &by) const 
   return RvdLayout(std::move(shape), std::move(counts), devices_);
 }
 
-
 Expected<RvdLayout> RvdLayout::fromCounts(std::vector<int64_t> shape, std::vector<int64_t> counts,
                                           std::vector<int> devices) {
   NNSC_RETURN_IF_ERROR(checkCounts(shape, counts));

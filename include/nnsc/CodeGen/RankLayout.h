@@ -38,7 +38,6 @@ struct ShardSpec {
   int replicas = 1; ///< ranks of one plan copy holding the same part
 
   ir::Shape shape() const; ///< (stop - start) * blocks per dim
-
 };
 
 /// One forward argument of the model, fed by the trainer.

@@ -29,9 +29,9 @@ struct BoundAnno {
   /// by name (an interleaved split, see SplitEffect), never by a policy's
   /// pick (splittableIdents leaves them out).
   std::set<std::string> nonLeading;
-  std::vector<ir::Shape> inputShapes;   ///< as given ('?' inputs: whatever was given)
-  std::vector<ir::Shape> outputShapes;  ///< inferred from sizes; empty for '?' outputs
-  int ellipsisRank = 0;                 ///< how many dims '*' stands for
+  std::vector<ir::Shape> inputShapes;  ///< as given ('?' inputs: whatever was given)
+  std::vector<ir::Shape> outputShapes; ///< inferred from sizes; empty for '?' outputs
+  int ellipsisRank = 0;                ///< how many dims '*' stands for
 };
 
 /// Binds identifier sizes from the shapes of an op's inputs (and checks its

@@ -58,8 +58,8 @@ proto::NodePlan replicateNode(const ir::Node &node, const std::vector<int> &devi
 /// why.
 Expected<proto::NodePlan> splitNodeByIdent(const ir::Graph &graph, const ir::Node &node,
                                            const std::string &ident,
-                                           const std::vector<int> &devices,
-                                           const std::string &rule, int interleave = 1);
+                                           const std::vector<int> &devices, const std::string &rule,
+                                           int interleave = 1);
 
 /// As splitNodeByIdent, the identifier being the one at input `input`, dim
 /// `dim` (negative dims count from the end), recorded as input/dim.

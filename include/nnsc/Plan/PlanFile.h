@@ -45,7 +45,7 @@ struct PlanRule {
   std::string ident; ///< Partition by identifier, or empty
   int input = -1;    ///< Partition by (input, dim) when ident is empty
   int dim = 0;
-  int num = 0; ///< parts; 0 = plan_ngpus
+  int num = 0;        ///< parts; 0 = plan_ngpus
   int interleave = 1; ///< cut every one of this many blocks (proto NodePlan.interleave)
 
   /// The selectors as written: "module transformer.h.*.attn.c_attn, op aten::view".

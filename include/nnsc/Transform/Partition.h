@@ -66,7 +66,6 @@ struct SubTensor {
   bool operator==(const SubTensor &o) const;
 };
 
-
 /// The piece device `devices()[i]` holds under `layout` (RvdLayout.h order).
 SubTensor pieceOf(const RvdLayout &layout, int64_t tensor, int index);
 

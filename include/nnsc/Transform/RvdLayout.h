@@ -81,7 +81,6 @@ public:
   /// interleaved dim, or does not divide the dim's chunks.
   Expected<RvdLayout> expandedBy(const std::vector<int64_t> &by) const;
 
-
   int64_t r() const { return counts_[kAxisR]; }
   int64_t v() const { return counts_[kAxisV]; }
   /// The D counts, one per tensor dim.

@@ -285,7 +285,8 @@ TEST_CASE("merged dims, numerals and '?' limit what can be split", "[annotation]
   SplitEffect d = effect(view, "d", 2);
   CHECK((d.inputDims == Dims{2} && d.outputDims == Dims{3}));
   CHECK((d.inputBlocks == std::vector<int64_t>{6} && d.outputBlocks == std::vector<int64_t>{1}));
-  CHECK(splitError(view, "d", 3) == "dimension 'd' has size 8, which is not divisible into 3 parts");
+  CHECK(splitError(view, "d", 3) ==
+        "dimension 'd' has size 8, which is not divisible into 3 parts");
 
   // A fused projection: n = 3 * C split so that every part gets its share of
   // each of the three blocks.

@@ -177,22 +177,20 @@ TEST_CASE("gathering for a replicated reader keeps whole gradients", "[partition
   }
 }
 
-TEST_CASE("an interleaved column split: each device holds its rows of every block",
-          "[partition]") {
+TEST_CASE("an interleaved column split: each device holds its rows of every block", "[partition]") {
   Builder b;
   int64_t x = b.input("x", {4, 8});
   int64_t w = b.param("w", {48, 8});
   int64_t y = b.op("aten::linear", {x, w}, {4, 48}, kLinear, "qkv");
   b.graph.outputs = {b.op("aten::relu", {y}, {4, 48}, "a b -> a b", "act")};
   proto::Plan plan = planFor(b.graph, 2, {"", ""});
-  auto np = plan::splitNodeByIdent(b.graph, b.graph.nodes()[0], "n", plan::firstDevices(2), "",
-                                   3);
+  auto np = plan::splitNodeByIdent(b.graph, b.graph.nodes()[0], "n", plan::firstDevices(2), "", 3);
   REQUIRE(np.isOk());
   *plan.mutable_nodes(0) = *np;
 
   SECTION("the reader follows the blocks: no communication") {
-    auto follow = plan::splitNodeByIdent(b.graph, b.graph.nodes()[1], "b", plan::firstDevices(2),
-                                         "", 3);
+    auto follow =
+        plan::splitNodeByIdent(b.graph, b.graph.nodes()[1], "b", plan::firstDevices(2), "", 3);
     REQUIRE(follow.isOk());
     *plan.mutable_nodes(1) = *follow;
     PartitionedGraph pg = partition(b.graph, plan);
