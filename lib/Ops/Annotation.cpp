@@ -52,6 +52,8 @@ private:
   bool parseSide(std::vector<ShapeAnno> &side);
   bool parseTensor(ShapeAnno &shape);
   bool parseUnknown(ShapeAnno &shape);
+  bool atScalar() const;
+  bool parseScalar();
   bool parseDim(DimAnno &dim);
   bool parseGroup(DimAnno &dim);
   bool parseEllipsis(DimAnno &dim);
@@ -112,6 +114,8 @@ bool Parser::parseTensor(ShapeAnno &shape) {
   skipSpaces();
   if (peek() == '?')
     return parseUnknown(shape);
+  if (atScalar())
+    return parseScalar();
   while (true) {
     skipSpaces();
     if (atSideEnd() || peek() == ',')
@@ -134,6 +138,27 @@ bool Parser::parseUnknown(ShapeAnno &shape) {
   if (!atSideEnd() && peek() != ',')
     return failHere("'?' must stand alone for its whole tensor");
   shape.unknown = true;
+  return true;
+}
+
+// `()` (spaces allowed inside): a 0-dim tensor, no dims.
+bool Parser::atScalar() const {
+  if (peek() != '(')
+    return false;
+  size_t ahead = 1;
+  while (isSpace(peek(ahead)))
+    ++ahead;
+  return peek(ahead) == ')';
+}
+
+bool Parser::parseScalar() {
+  int open = column();
+  pos_ = text_.find(')', pos_) + 1;
+  if (peek() == '+' || peek() == '^')
+    return failHere(fmt::format("suffix '{}' cannot follow ')'", peek()));
+  skipSpaces();
+  if (!atSideEnd() && peek() != ',')
+    return fail("'()' (a 0-dim tensor) must stand alone for its whole tensor", open);
   return true;
 }
 
@@ -176,7 +201,7 @@ bool Parser::parseGroup(DimAnno &dim) {
     dim.idents.push_back(std::move(id));
   }
   if (dim.idents.empty())
-    return fail("empty '()'", open);
+    return fail("'()' (a 0-dim tensor) must stand alone for its whole tensor", open);
   ++pos_;
   if (peek() == '+' || peek() == '^')
     return failHere(fmt::format("suffix '{}' cannot follow ')'", peek()));
@@ -291,6 +316,8 @@ std::string dimText(const DimAnno &dim) {
 std::string shapeText(const ShapeAnno &shape) {
   if (shape.unknown)
     return "?";
+  if (shape.dims.empty())
+    return "()";
   std::string out;
   for (const DimAnno &dim : shape.dims)
     out += (out.empty() ? "" : " ") + dimText(dim);

@@ -89,7 +89,8 @@ void printLayers(const ir::Graph &graph, const PartitionedGraph &pg, std::ostrea
         ++bwd[primitiveName(op.backward)];
     }
   }
-  os << "  per layer (collectives; local splits and identities not counted):\n";
+  os << "  per layer (collectives; local splits and identities not counted):"
+     << (order.empty() ? " none\n" : "\n");
   for (const std::string &layer : order)
     os << fmt::format("    {}: forward {}; backward {}\n", layer, countsText(layers[layer].first),
                       countsText(layers[layer].second));

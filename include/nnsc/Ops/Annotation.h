@@ -6,7 +6,7 @@
 ///
 ///   annotation := tensors '->' tensors          (either side may be empty)
 ///   tensors    := tensor (',' tensor)*
-///   tensor     := '?' | dim+                    (dims separated by spaces)
+///   tensor     := '?' | '()' | dim+             (dims separated by spaces)
 ///   dim        := ident | '(' ident+ ')' | '*' suffix?
 ///   ident      := (python-identifier | numeral) suffix?
 ///   suffix     := '+' (reduction) | '^' (frozen)
@@ -25,7 +25,12 @@
 ///    carries `^` (its suffix applies to every expanded dim);
 ///  - `?`: a whole tensor (or non-tensor value) that is only ever replicated; an
 ///    op with a `?` output is replicate-only (its output cannot be related to
-///    the split).
+///    the split);
+///  - `()`: a 0-dim tensor, which has no dims to name. Unlike `?` it lets the
+///    op split: split along a `+` identifier, a `()` output is a partial sum;
+///    along a plain one, each part computes its own value (say the mean of its
+///    share of the batch), which only the graph's loss may do: the partitioner
+///    weighs each part by its share (LossInfo in Transform/Partition.h).
 /// Candidates: several annotations for one op, tried in order, are written as a
 /// vector or in one string separated by `|`.
 
@@ -71,7 +76,8 @@ struct DimAnno {
 /// The annotation of one input or output.
 struct ShapeAnno {
   std::vector<DimAnno> dims;
-  bool unknown = false; ///< '?': replicate-only, dims empty
+  bool unknown = false; ///< '?': replicate-only, dims empty (dims empty and not
+                        ///< unknown: a 0-dim tensor, written `()`)
 
   bool operator==(const ShapeAnno &o) const { return dims == o.dims && unknown == o.unknown; }
 };

@@ -1,11 +1,33 @@
-// Losses, following nnScaler: with reduction 'none' the batch dims split; with
-// 'sum' they are reductions ('+': the parts are partial sums); with 'mean'
-// they are frozen (a mean of a part is not a partial sum of the mean). The
-// class dim is always frozen (log-softmax over it). A reduced loss is 0-dim,
-// which the grammar can only write '?': such an op is replicate-only until
-// 0-dim outputs can carry a partial-sum value split.
+// Losses, following nnScaler: with reduction 'none' the batch dims split (the
+// output keeps them); with 'sum' they are reductions ('+': the parts are
+// partial sums); with 'mean' they are frozen (a mean over part of the batch is
+// not a partial sum of the mean). The class dim is always frozen (log-softmax
+// over it). A reduced loss is 0-dim, written '?' (replicate-only).
+//
+// The graph's loss node is the exception (the node producing
+// graph.outputs[graph.lossOutput]): its 0-dim output is written '()', so a
+// 'sum' splits by value, and a 'mean' leaves its batch dims plain, absent from
+// the output. Each part then computes the mean of its own share of the
+// averaged elements, and the partitioner weighs part i by share_i = 1/num, the
+// fraction of the split dim it holds (LossInfo in Transform/Partition.h; the
+// runtime scales the local loss by it before backward). Every batch dim is
+// averaged, so that is also its fraction of the averaged elements, and the
+// parts add up to the whole mean. That is right only for the loss: any other
+// reader of a per-part mean would take it for the whole value (and a node
+// with a second output, nll_loss_forward's total_weight, stays as it was).
+// It is right only when the mean divides by a count known from the shapes:
+// every element of a pointwise loss (their weights scale terms, not the
+// count); every non-class element of a class loss. Class weights make the
+// divisor the sum of the targets' weights (data-dependent), so a mean class
+// loss with a weight keeps its batch frozen. ignore_index would too, but
+// cannot be checked statically: PyTorch always passes one (-100 by default,
+// nanoGPT -1), so we assume that no target equals it (docs/annotations.md);
+// with ignored targets the parts would be weighed by their shapes instead of
+// their counted targets.
 #include "RuleUtil.h"
 #include "Rules.h"
+
+#include <algorithm>
 
 namespace nnsc::ops::rules {
 namespace {
@@ -19,8 +41,32 @@ Reduction reductionOf(const ir::Node &n) {
   return r == 2 ? Reduction::Sum : Reduction::Mean;
 }
 
-std::string_view batchSuffix(Reduction r) {
-  return r == Reduction::Sum ? "+" : r == Reduction::Mean ? "^" : "";
+/// True when `n` produces the graph's loss.
+bool isGraphLoss(const ir::Graph &g, const ir::Node &n) {
+  if (g.lossOutput < 0 || g.lossOutput >= static_cast<int>(g.outputs.size()))
+    return false;
+  int64_t loss = g.outputs[static_cast<size_t>(g.lossOutput)];
+  return std::find(n.outputs.begin(), n.outputs.end(), loss) != n.outputs.end();
+}
+
+/// How the batch dims of a loss node split, and its reduced output.
+struct BatchRole {
+  std::string_view suffix; ///< "" splits, "+" splits by value, "^" frozen
+  Dims reduced;            ///< the reduced output: `()`, or `?` (replicate-only)
+};
+
+/// The role of the batch dims of `n` under its reduction. `hasBatch`: the
+/// node has dims besides the class dim; `countKnown`: its mean divides by
+/// their element count (see the file comment); a sum adds up whatever its
+/// weights and counts.
+BatchRole batchRole(const ir::Graph &g, const ir::Node &n, bool hasBatch, bool countKnown) {
+  Reduction red = reductionOf(n);
+  if (red == Reduction::None)
+    return {"", {}};
+  bool loss = hasBatch && n.outputs.size() == 1 && isGraphLoss(g, n);
+  if (red == Reduction::Sum)
+    return {"+", loss ? scalarDims() : Dims{}};
+  return loss && countKnown ? BatchRole{"", scalarDims()} : BatchRole{"^", {}};
 }
 
 // cross_entropy_loss / nll_loss / nll_loss_nd / nll_loss2d:
@@ -30,25 +76,24 @@ std::vector<std::string> classLossRule(const ir::Graph &g, const ir::Node &n) {
   if (n.inputs.size() < 2 || n.outputs.empty() || inRank(g, n, 0) == 0)
     return {};
   const ir::Shape &in = inShape(g, n, 0), &target = inShape(g, n, 1);
-  Reduction red = reductionOf(n);
+  bool classWeights = n.inputs.size() > 2;
+  BatchRole role = batchRole(g, n, in.size() > 1, !classWeights);
   size_t classDim = in.size() == 1 ? 0 : 1;
   Dims dims = NameGen().take(in.size());
-  Dims outDims = dims;
-  outDims.erase(outDims.begin() + static_cast<long>(classDim));
   for (size_t d = 0; d < dims.size(); ++d)
-    addSuffix(dims, d, d == classDim ? "^" : batchSuffix(red));
-  Dims indexTarget = dims;
-  indexTarget.erase(indexTarget.begin() + static_cast<long>(classDim));
+    addSuffix(dims, d, d == classDim ? "^" : role.suffix);
+  Dims batchDims = dims;
+  batchDims.erase(batchDims.begin() + static_cast<long>(classDim));
   std::vector<Dims> ins{dims};
   if (target.size() == in.size())
     ins.push_back(dims);
   else if (target.size() + 1 == in.size())
-    ins.push_back(indexTarget);
+    ins.push_back(batchDims);
   else
     return {};
   for (size_t i = 2; i < n.inputs.size(); ++i)
     ins.push_back({dims[classDim]}); // class weights
-  std::vector<Dims> outs{red == Reduction::None ? outDims : Dims{}};
+  std::vector<Dims> outs{reductionOf(n) == Reduction::None ? batchDims : role.reduced};
   outs.resize(n.outputs.size()); // nll_loss_forward's total_weight: 0-dim
   return single(annoStr(ins, outs));
 }
@@ -60,8 +105,8 @@ std::vector<std::string> pointwiseLossRule(const ir::Graph &g, const ir::Node &n
   if (n.inputs.empty() || n.outputs.size() != 1)
     return {};
   const ir::Shape &in = inShape(g, n, 0);
-  Reduction red = reductionOf(n);
-  Dims dims = withSuffix(NameGen().take(in.size()), batchSuffix(red));
+  BatchRole role = batchRole(g, n, !in.empty(), true);
+  Dims dims = withSuffix(NameGen().take(in.size()), role.suffix);
   std::vector<Dims> ins;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     auto d = broadcastDims(inShape(g, n, i), in, dims);
@@ -69,7 +114,7 @@ std::vector<std::string> pointwiseLossRule(const ir::Graph &g, const ir::Node &n
       return {};
     ins.push_back(*d);
   }
-  return single(annoStr(ins, {red == Reduction::None ? dims : Dims{}}));
+  return single(annoStr(ins, {reductionOf(n) == Reduction::None ? dims : role.reduced}));
 }
 
 } // namespace

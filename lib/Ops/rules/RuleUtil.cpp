@@ -124,6 +124,8 @@ Dims withSuffix(Dims dims, std::string_view suffix) {
   return dims;
 }
 
+Dims scalarDims() { return {"()"}; }
+
 std::string shapeStr(const Dims &dims) {
   if (dims.empty())
     return "?";

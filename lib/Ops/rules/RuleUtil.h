@@ -56,6 +56,10 @@ Dims withSuffix(Dims dims, std::string_view suffix);
 void addSuffix(Dims &dims, size_t i, std::string_view suffix);
 bool isNumeral(std::string_view dim);
 
+/// The dims of a 0-dim tensor that takes part in a split: `()` (an empty
+/// list is `?`, replicate-only). See Ops/Annotation.h.
+Dims scalarDims();
+
 /// "a b c", or "?" for an empty list.
 std::string shapeStr(const Dims &dims);
 /// The annotation text "in0, in1 -> out0" in OpAnno::text()'s canonical form.

@@ -70,6 +70,8 @@ TEST_CASE("every construct parses and prints back", "[annotation]") {
                          "a+ b+ -> 1",
                          "?, a b -> a b",
                          "a b, b c -> ?",
+                         "a b^, a -> ()",
+                         "a+, () -> ()",
                          "(1 h d) 4 -> h d 4",
                          "*^ t -> 8 *^ t",
                          "-> 1",
@@ -128,6 +130,13 @@ TEST_CASE("parse errors name the problem and point at its column", "[annotation]
   CHECK(parseError("(h d)^ -> h").rfind("error: suffix '^' cannot follow ')' at column 6", 0) == 0);
   CHECK(parseError("2a -> 2a")
             .rfind("error: an identifier cannot start with a digit at column 1", 0) == 0);
+  CHECK(parseError("a () -> a")
+            .rfind("error: '()' (a 0-dim tensor) must stand alone for its whole tensor at column 3",
+                   0) == 0);
+  CHECK(parseError("() a -> a")
+            .rfind("error: '()' (a 0-dim tensor) must stand alone for its whole tensor at column 1",
+                   0) == 0);
+  CHECK(parseError("a -> ()+").rfind("error: suffix '+' cannot follow ')' at column 8", 0) == 0);
 }
 
 TEST_CASE("structural rules are enforced with the column of the offender", "[annotation]") {
@@ -306,6 +315,23 @@ TEST_CASE("merged dims, numerals and '?' limit what can be split", "[annotation]
   CHECK(splittableIdents(opaque).empty());
   CHECK(splitError(opaque, "a", 2) ==
         "output 0 is '?': an op with an unknown output can only be replicated");
+}
+
+TEST_CASE("a '()' output is a 0-dim tensor that lets the op split", "[annotation][split]") {
+  OpAnno scalar = parsed("a b^, a -> ( )");
+  CHECK((scalar.outputs[0].dims.empty() && !scalar.outputs[0].unknown));
+  CHECK(scalar.text() == "a b^, a -> ()");
+  CHECK(bindError("a b^, a -> ()", {{8, 5}, {8}}, {{1}}) ==
+        "output 0 has shape [1] but the annotation '()' gives []");
+
+  // A loss's per-part mean: the output is not split (the partitioner weighs it).
+  Expected<BoundAnno> mean = bindShapes(scalar, {{8, 5}, {8}}, {{}});
+  REQUIRE(mean);
+  CHECK(splittableIdents(*mean) == Names{"a"});
+  SplitEffect a = effect(*mean, "a", 2);
+  CHECK((a.inputDims == Dims{0, 0} && a.outputDims == Dims{-1} && !a.valueSplit));
+  // A sum: partial sums.
+  CHECK(effect(bound("a+ b^, a+ -> ()", {{8, 5}, {8}}), "a", 4).valueSplit);
 }
 
 TEST_CASE("identAt maps a plan's (input, dim) to an identifier", "[annotation][split]") {

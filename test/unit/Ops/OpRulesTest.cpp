@@ -55,6 +55,19 @@ std::string annotate(const std::string &op, const std::vector<Shape> &ins,
   return out;
 }
 
+/// annotate() with the node's first output as the graph's loss.
+std::string annotateLoss(const std::string &op, const std::vector<Shape> &ins, Args args) {
+  ir::Graph g;
+  addNode(g, op, ins, {{}}, std::move(args));
+  g.outputs = {g.nodes()[0].outputs[0]};
+  g.lossOutput = 0;
+  auto missing = ops::annotateGraph(g, registry());
+  INFO(op << ": " << (missing ? "" : missing.status().message()));
+  REQUIRE(missing.isOk());
+  REQUIRE(g.nodes()[0].annotations.size() == 1);
+  return g.nodes()[0].annotations[0];
+}
+
 Argument arg(std::string name, ir::ArgValue v) { return Argument{std::move(name), std::move(v)}; }
 Argument dims(std::string name, std::vector<int64_t> v) { return arg(std::move(name), v); }
 Argument i64(std::string name, int64_t v) { return arg(std::move(name), v); }
@@ -226,6 +239,35 @@ TEST_CASE("norms, losses, convolutions, attention", "[ops][rules]") {
   CHECK(annotate("aten::scaled_dot_product_attention",
                  {{2, 4, 16, 8}, {2, 4, 16, 8}, {2, 4, 16, 8}}, {{2, 4, 16, 8}},
                  {arg("is_causal", true)}) == "a b l^ e^, a b s^ e^, a b s^ v -> a b l^ v");
+}
+
+TEST_CASE("the graph's mean loss splits its batch; other means keep it frozen", "[ops][rules]") {
+  Args mean{i64("reduction", 1)}, sum{i64("reduction", 2)};
+  // Each part means its share of the batch; the partitioner weighs it by that share.
+  CHECK(annotateLoss("aten::cross_entropy_loss", {{2048, 65}, {2048}}, mean) == "a b^, a -> ()");
+  CHECK(annotateLoss("aten::cross_entropy_loss", {{8, 65, 4}, {8, 4}}, mean) ==
+        "a b^ c, a c -> ()");
+  CHECK(annotateLoss("aten::cross_entropy_loss", {{8, 65}, {8, 65}}, mean) == "a b^, a b^ -> ()");
+  CHECK(annotateLoss("aten::mse_loss", {{4, 3}, {4, 3}}, mean) == "a b, a b -> ()");
+  CHECK(annotateLoss("aten::binary_cross_entropy", {{4, 3}, {4, 3}, {3}}, mean) ==
+        "a b, a b, b -> ()");
+  // Class weights make the mean's divisor data-dependent: frozen.
+  CHECK(annotateLoss("aten::nll_loss_nd", {{8, 65}, {8}, {65}}, mean) == "a^ b^, a^, b^ -> ?");
+  // A sum splits by value, with or without weights.
+  CHECK(annotateLoss("aten::cross_entropy_loss", {{8, 65}, {8}}, sum) == "a+ b^, a+ -> ()");
+  CHECK(annotateLoss("aten::nll_loss_nd", {{8, 65}, {8}, {65}}, sum) == "a+ b^, a+, b^ -> ()");
+  // No batch: nothing to split.
+  CHECK(annotateLoss("aten::cross_entropy_loss", {{65}, {}}, mean) == "a^, ? -> ?");
+
+  // A mean loss whose value is not the graph's loss (here it is scaled after).
+  ir::Graph g;
+  addNode(g, "aten::mse_loss", {{4, 3}, {4, 3}}, {{}}, mean);
+  addNode(g, "aten::mul", {{}, {}}, {{}});
+  g.nodes()[1].inputs[0] = g.nodes()[0].outputs[0];
+  g.outputs = {g.nodes()[1].outputs[0]};
+  g.lossOutput = 0;
+  REQUIRE(ops::annotateGraph(g, registry()).isOk());
+  CHECK(g.nodes()[0].annotations == std::vector<std::string>{"a^ b^, a^ b^ -> ?"});
 }
 
 TEST_CASE("annotateGraph reports ops without annotations once", "[ops][registry]") {

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "../Plan/HandGraphs.h"
+#include "nnsc/Ops/OpRegistry.h"
 #include "nnsc/Plan/NodeSplit.h"
 #include "nnsc/Plan/Plan.h"
 #include "nnsc/Transform/Partition.h"
@@ -273,6 +274,30 @@ TEST_CASE("the loss of a batch-split node is partial and scaled by its share", "
     CHECK(pg.loss.parts[3].device == 3);
     CHECK(pg.loss.parts[3].scale == 0.25);
   }
+}
+
+TEST_CASE("the data policy splits a mean cross-entropy loss instead of gathering logits",
+          "[partition]") {
+  Builder b;
+  int64_t x = b.input("x", {8, 4});
+  int64_t y = b.input("y", {8}, ir::DType::Int64);
+  int64_t w = b.param("w", {5, 4});
+  int64_t logits = b.op("aten::linear", {x, w}, {8, 5}, "", "fc");
+  b.loss(b.op("aten::cross_entropy_loss", {logits, y}, {}, "", "loss"));
+  REQUIRE(ops::annotateGraph(b.graph, ops::OpRegistry::builtin()).isOk());
+  CHECK(b.graph.nodes()[1].annotations == std::vector<std::string>{"a b^, a -> ()"});
+  plan::PlanOptions options;
+  options.policy = "data";
+  options.runtimeNgpus = 2;
+  auto plan = plan::makePlan(b.graph, options);
+  REQUIRE(plan.isOk());
+  CHECK(plan->nodes(1).num() == 2);
+  PartitionedGraph pg = partition(b.graph, *plan);
+  CHECK(pg.adapters.empty()); // x and y are fed split; nothing moves
+  CHECK(pg.loss.partial);
+  REQUIRE(pg.loss.parts.size() == 2);
+  CHECK(pg.loss.parts[1].device == 1);
+  CHECK(pg.loss.parts[1].scale == 0.5);
 }
 
 TEST_CASE("tensors moving between device sets are reported", "[partition]") {
