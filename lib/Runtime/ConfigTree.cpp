@@ -17,7 +17,8 @@ std::string scalarText(const YAML::Node &n) { return n.IsNull() ? std::string() 
 Status flattenInto(const YAML::Node &map, const std::string &prefix, const std::string &path,
                    const std::string &text, FlatConfig &out) {
   for (auto it = map.begin(); it != map.end(); ++it) {
-    const YAML::Node &key = it->first, &val = it->second;
+    // Copies: it-> returns a proxy whose pair dies at the end of this statement.
+    const YAML::Node key = it->first, val = it->second;
     if (!key.IsScalar())
       return Status::error(
           formatErrorWithSnippet(posOf(path, key), "keys must be plain names", text));
