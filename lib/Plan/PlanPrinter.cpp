@@ -59,7 +59,10 @@ std::string partitionText(const proto::NodePlan &np) {
     return fmt::format("{}{{{}}}/{}", np.ident(), np.interleave(), np.num());
   if (!np.ident().empty())
     return fmt::format("{}/{}", np.ident(), np.num());
+  if (np.interleave() > 1)
+    return fmt::format("input{}.dim{}{{{}}}/{}", np.input(), np.dim(), np.interleave(), np.num());
   return fmt::format("input{}.dim{}/{}", np.input(), np.dim(), np.num());
+
 }
 
 std::string moduleText(const ir::Node &node) {
