@@ -166,6 +166,8 @@ Status Binder::setSize(const std::string &name, int64_t size, const std::string 
   return errorf("{}: '{}' is {} here but {} in {}", where, name, size, it->second, origin_[name]);
 }
 
+// Lone dims of the inputs, then of the outputs when their shapes are given
+// (the members of a merged input dim, `(c d) -> c d`, are known from there).
 Status Binder::bindLoneDims() {
   for (size_t i = 0; i < ins_.size(); ++i) {
     const ShapeAnno &shape = b_.expanded.inputs[i];
@@ -173,6 +175,15 @@ Status Binder::bindLoneDims() {
       if (!shape.dims[d].merged())
         NNSC_RETURN_IF_ERROR(setSize(shape.dims[d].idents[0].name, ins_[i][d],
                                      fmt::format("input {} dim {}", i, d)));
+  }
+  for (size_t o = 0; o < outs_.size(); ++o) {
+    const ShapeAnno &shape = b_.expanded.outputs[o];
+    if (shape.unknown || shape.dims.size() != outs_[o].size())
+      continue;                                    // inferOutputs reports the rank mismatch
+    for (size_t d = 0; d < shape.dims.size(); ++d) // known sizes: inferOutputs checks them
+      if (!shape.dims[d].merged() && !b_.sizes.count(shape.dims[d].idents[0].name))
+        NNSC_RETURN_IF_ERROR(setSize(shape.dims[d].idents[0].name, outs_[o][d],
+                                     fmt::format("output {} dim {}", o, d)));
   }
   return Status::ok();
 }

@@ -62,7 +62,6 @@ std::string partitionText(const proto::NodePlan &np) {
   if (np.interleave() > 1)
     return fmt::format("input{}.dim{}{{{}}}/{}", np.input(), np.dim(), np.interleave(), np.num());
   return fmt::format("input{}.dim{}/{}", np.input(), np.dim(), np.num());
-
 }
 
 std::string moduleText(const ir::Node &node) {

@@ -3,10 +3,13 @@
 //
 // The dims are cut into the smallest groups whose products agree, e.g.
 // [8, 256, 384] -> [8, 256, 6, 64] gives [8]|[8], [256]|[256], [384]|[6, 64].
-// A group of one dim on each side is one identifier. Otherwise the leading
-// dims are related when one divides the other: 384 = (c 64) on the input side
-// and c on the output side, so splitting c splits the heads; the remaining
-// dims of the group are numerals (fixed). Size-1 dims are the numeral 1.
+// A group of one dim on each side is one identifier. A group of one dim on one
+// side and several on the other is a merge: 384 = (c d) on the input side and
+// c d on the output side, so splitting c splits the heads (and naming d cuts
+// every head interleaved). Otherwise the leading dims are related when one
+// divides the other, and the remaining dims of the group are numerals
+// (fixed). Size-1 dims are the numeral 1.
+
 #include "RuleUtil.h"
 #include "Rules.h"
 
@@ -85,6 +88,10 @@ private:
         outDims_.push_back(std::to_string(out_[d]));
       return;
     }
+    if (in.size() == 1 && nonOnes(out, out_) > 1)
+      return mergeGroup(out, out_, outDims_, inDims_);
+    if (out.size() == 1 && nonOnes(in, in_) > 1)
+      return mergeGroup(in, in_, inDims_, outDims_);
     relateLeading(in_[in[0]], out_[out[0]]);
     for (size_t k = 1; k < in.size(); ++k)
       inDims_.push_back(std::to_string(in_[in[k]]));
@@ -92,7 +99,31 @@ private:
       outDims_.push_back(std::to_string(out_[out[k]]));
   }
 
+  static size_t nonOnes(const std::vector<size_t> &idx, const ir::Shape &shape) {
+    size_t n = 0;
+    for (size_t d : idx)
+      n += shape[d] != 1 ? 1 : 0;
+    return n;
+  }
+
+  // One side's single dim is the merge of the other side's dims: every member
+
+  // is named, `a t -> (a t)`, so a later member can be cut too (interleaved,
+  // on request: [B, T] -> [B*T] cut along T holds T's chunk of every batch
+  // row). Size-1 members are the numeral 1.
+  void mergeGroup(const std::vector<size_t> &many, const ir::Shape &shape, Dims &manyDims,
+                  Dims &oneDims) {
+    std::string merged;
+    for (size_t d : many) {
+      std::string x = shape[d] == 1 ? "1" : names_.next();
+      manyDims.push_back(x);
+      merged += (merged.empty() ? "" : " ") + x;
+    }
+    oneDims.push_back("(" + merged + ")");
+  }
+
   void relateLeading(int64_t a, int64_t b) {
+
     if (a != b && a % b != 0 && b % a != 0) {
       inDims_.push_back(std::to_string(a));
       outDims_.push_back(std::to_string(b));

@@ -147,16 +147,16 @@ TEST_CASE("reductions and ops along a dim", "[ops][rules]") {
 }
 
 TEST_CASE("view and reshape derive merged dims", "[ops][rules]") {
-  CHECK(annotate("aten::view", {{8, 256, 384}}, {{8, 256, 6, 64}}) == "a b (c 64) -> a b c 64");
-  CHECK(annotate("aten::view", {{8, 256, 6, 64}}, {{8, 256, 384}}) == "a b c 64 -> a b (c 64)");
-  CHECK(annotate("aten::view", {{8, 256, 65}}, {{2048, 65}}) == "a 256 b -> (a 256) b");
+  CHECK(annotate("aten::view", {{8, 256, 384}}, {{8, 256, 6, 64}}) == "a b (c d) -> a b c d");
+  CHECK(annotate("aten::view", {{8, 256, 6, 64}}, {{8, 256, 384}}) == "a b c d -> a b (c d)");
+  CHECK(annotate("aten::view", {{8, 256, 65}}, {{2048, 65}}) == "a b c -> (a b) c");
   CHECK(annotate("aten::reshape", {{2, 32, 2, 2, 16}}, {{2, 32, 4, 16}}) ==
-        "a b c 2 d -> a b (c 2) d");
+        "a b c d e -> a b (c d) e");
   CHECK(annotate("aten::reshape", {{2, 16, 32, 32}}, {{1, 32, 32, 32}}) ==
-        "a 16 b c -> 1 (a 16) b c");
+        "a b c d -> 1 (a b) c d");
   CHECK(annotate("aten::view", {{4, 6}}, {{3, 8}}) == "4 6 -> 3 8");
   CHECK(annotate("aten::view", {{1, 5}}, {{5, 1}}) == "1 a -> a 1");
-  CHECK(annotate("aten::flatten", {{2, 3, 4}}, {{2, 12}}) == "a b 4 -> a (b 4)");
+  CHECK(annotate("aten::flatten", {{2, 3, 4}}, {{2, 12}}) == "a b c -> a (b c)");
   CHECK(annotate("aten::view", {{}}, {{1}}) == "? -> 1");
 }
 
