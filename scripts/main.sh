@@ -22,7 +22,12 @@ $PY examples/nanogpt/export.py --config small --out "$NNSC_WORK/model"
 echo "== 3. nnsc-trace"
 $B/nnsc-trace "$NNSC_WORK/model/model.pt" --inputs "$NNSC_WORK/model/inputs.yaml" -o "$NNSC_WORK/graph"
 echo "== 4. nnsc-plan: data parallel over 2 ranks"
-$B/nnsc-plan "$NNSC_WORK/graph/graph.pb" --policy dp --runtime-ngpus 2 -o "$NNSC_WORK/plan.pb" --print | head -8
+# The whole text form goes to a file (a pipe into head could end nnsc-plan with SIGPIPE).
+$B/nnsc-plan "$NNSC_WORK/graph/graph.pb" --policy dp --runtime-ngpus 2 -o "$NNSC_WORK/plan.pb" \
+  --print > "$NNSC_WORK/plan.txt"
+head -8 "$NNSC_WORK/plan.txt"
+echo "   ... (the whole plan: $NNSC_WORK/plan.txt)"
+
 echo "== 5. nnsc-codegen: one program per rank"
 $B/nnsc-codegen "$NNSC_WORK/graph/graph.pb" "$NNSC_WORK/plan.pb" -o "$NNSC_WORK/program"
 echo "== 6. nnsc-run: 2 CPU processes, Gloo"
