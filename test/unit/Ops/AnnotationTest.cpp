@@ -195,7 +195,21 @@ TEST_CASE("bindShapes expands '*' and infers outputs", "[annotation][bind]") {
         "input 1 dim 0: '*0' is 3 here but 2 in input 0 dim 0");
 }
 
+TEST_CASE("bindShapes takes merged members' sizes from the outputs", "[annotation][bind]") {
+  // (c d) cannot be solved from the input alone; the output's lone dims say it.
+  Expected<BoundAnno> b = bindShapes(parsed("a (c d) -> a c d"), {{2, 384}}, {{2, 6, 64}});
+  INFO(b.status().message());
+  REQUIRE(b);
+  CHECK(b->sizes.at("c") == 6);
+  CHECK(b->sizes.at("d") == 64);
+  CHECK(bindError("a (c d) -> a c d", {{2, 384}}, {{2, 5, 64}}) ==
+        "input 0 dim 1: (c d) multiplies to 320 but the dim has size 384");
+  CHECK(bindError("a (c d) -> a c d", {{2, 384}}).find("cannot infer 'c', 'd'") !=
+        std::string::npos);
+}
+
 TEST_CASE("bindShapes solves merged dims and checks numerals", "[annotation][bind]") {
+
   BoundAnno view = bound("b l (h d) -> b l h d", {{2, 5, 48}}, {{"h", 6}});
   CHECK(view.sizes.at("d") == 8);
   CHECK(view.outputShapes == std::vector<ir::Shape>{{2, 5, 6, 8}});
