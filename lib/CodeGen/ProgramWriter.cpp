@@ -187,7 +187,7 @@ Status ProgramWriter::writeAdapter(const RankStep &step) {
     for (const auto &[name, v] : c.args)
       args += fmt::format(", {}={}", name, v);
     if (c.op == "reshape")
-      os_ << fmt::format("    {} = torch.reshape({}, [{}])  # {}\n", var, value,
+      os_ << fmt::format("    {} = torch.reshape({}, shape=[{}])  # {}\n", var, value,
                          fmt::join(c.shape, ", "), c.move);
     else
       os_ << fmt::format("    {} = nnsc.{}({}{}, group={})  # {} over ranks [{}]\n", var, c.op,
