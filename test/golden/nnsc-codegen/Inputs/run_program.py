@@ -1,6 +1,6 @@
 """Run nnsc-codegen's per-rank programs in Python and compare them with the original model.
 
-    run_program.py EXAMPLE CONFIG EXPORT_DIR RANKS_DIR [--seed N]
+    run_program.py EXAMPLE CONFIG EXPORT_DIR RANKS_DIR [--seed N] [--shards-only]
 
 For every rank{r}.pb in RANKS_DIR: reads the manifest (nnsc-codegen --print-manifest --json),
 checks each shard in rank{r}.safetensors against the model's state_dict (sliced by its SliceMap;
@@ -63,6 +63,7 @@ def read_manifest(path):
 
 
 def check_shards(manifest, shards, state_dict):
+    checked = []
     for s in manifest["shards"]:
         if s["constant"]:
             continue
@@ -70,10 +71,28 @@ def check_shards(manifest, shards, state_dict):
         full = next((state_dict[n] for n in names if n in state_dict), None)
         if full is None:
             fail("shard %s: %s not in the state_dict" % (s["local_name"], names))
-        sl = s["slice"]
-        box = tuple(slice(int(a), int(b)) for a, b in zip(sl.get("start", []), sl.get("stop", [])))
-        if not torch.equal(shards[s["local_name"]], full[box]):
+        piece = shards[s["local_name"]]
+        if not torch.equal(piece, slice_of(full, s["slice"]).reshape(piece.shape)):
             fail("shard %s (%s) differs from the state_dict" % (s["local_name"], names[0]))
+        checked.append(s["local_name"])
+    return checked
+
+
+def slice_of(full, sl):
+    """The SliceMap's part of `full`: an interleaved dim (blocks b > 1) is viewed as [b, n / b]
+    and [start, stop) taken from every block."""
+    blocks = [int(b) for b in sl.get("blocks", [])]
+    shape, box = [], []
+    for k, (a, b) in enumerate(zip(sl.get("start", []), sl.get("stop", []))):
+        n = full.shape[k]
+        nb = blocks[k] if k < len(blocks) else 1
+        if nb > 1:
+            shape += [nb, n // nb]
+            box.append(slice(0, nb))
+        else:
+            shape.append(n)
+        box.append(slice(int(a), int(b)))
+    return full.reshape(shape)[tuple(box)]
 
 
 def compile_program(path):
@@ -91,6 +110,8 @@ def main():
     p.add_argument("export_dir")
     p.add_argument("ranks_dir")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--shards-only", action="store_true",
+                   help="only check every rank's shards against the state_dict")
     args = p.parse_args()
     ex_dir = os.path.join(EXAMPLES, args.example)
     sys.path.insert(0, EXAMPLES)
@@ -100,6 +121,12 @@ def main():
     ranks = sorted(int(f[4:-3]) for f in os.listdir(args.ranks_dir)
                    if f.startswith("rank") and f.endswith(".pb"))
     for r in ranks:
+        if args.shards_only:
+            manifest = read_manifest(os.path.join(args.ranks_dir, "rank%d.pb" % r))
+            shards = read_safetensors(os.path.join(args.ranks_dir, manifest["weights"]))
+            checked = check_shards(manifest, shards, state_dict)
+            print("rank %d: %d shards equal the state_dict's slices" % (r, len(checked)))
+            continue
         run_rank(r, args, common, mod, state_dict)
 
 
