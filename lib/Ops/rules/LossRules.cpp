@@ -41,12 +41,19 @@ Reduction reductionOf(const ir::Node &n) {
   return r == 2 ? Reduction::Sum : Reduction::Mean;
 }
 
-/// True when `n` produces the graph's loss.
+/// True when `n` produces the graph's loss and no node reads it: its per-part
+/// values are weighed by their shares only where the trainer sums the loss
+/// (a reader would take them for plain partial sums).
 bool isGraphLoss(const ir::Graph &g, const ir::Node &n) {
   if (g.lossOutput < 0 || g.lossOutput >= static_cast<int>(g.outputs.size()))
     return false;
   int64_t loss = g.outputs[static_cast<size_t>(g.lossOutput)];
-  return std::find(n.outputs.begin(), n.outputs.end(), loss) != n.outputs.end();
+  if (std::find(n.outputs.begin(), n.outputs.end(), loss) == n.outputs.end())
+    return false;
+  for (const ir::Node &reader : g.nodes())
+    if (std::find(reader.inputs.begin(), reader.inputs.end(), loss) != reader.inputs.end())
+      return false;
+  return true;
 }
 
 /// How the batch dims of a loss node split, and its reduced output.

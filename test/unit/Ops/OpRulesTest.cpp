@@ -268,6 +268,17 @@ TEST_CASE("the graph's mean loss splits its batch; other means keep it frozen", 
   g.lossOutput = 0;
   REQUIRE(ops::annotateGraph(g, registry()).isOk());
   CHECK(g.nodes()[0].annotations == std::vector<std::string>{"a^ b^, a^ b^ -> ?"});
+
+  // The graph's loss, but also read by another node: its share-weighted parts
+  // would be taken for plain partial sums there, so it stays whole.
+  ir::Graph read;
+  addNode(read, "aten::mse_loss", {{4, 3}, {4, 3}}, {{}}, mean);
+  addNode(read, "aten::mul", {{}, {}}, {{}});
+  read.nodes()[1].inputs[0] = read.nodes()[0].outputs[0];
+  read.outputs = {read.nodes()[0].outputs[0], read.nodes()[1].outputs[0]};
+  read.lossOutput = 0;
+  REQUIRE(ops::annotateGraph(read, registry()).isOk());
+  CHECK(read.nodes()[0].annotations == std::vector<std::string>{"a^ b^, a^ b^ -> ?"});
 }
 
 TEST_CASE("annotateGraph reports ops without annotations once", "[ops][registry]") {
