@@ -80,14 +80,33 @@ Expected<ResolvedSplit> resolveSplit(const ir::Graph &graph, const ir::Node &nod
   auto effect = ops::splitEffect(*bound, r.ident, np.num(), std::max(1, np.interleave()));
   if (!effect)
     return effect.status();
+  NNSC_RETURN_IF_ERROR(checkSplitOutputs(graph, node, *effect, r.ident));
   r.num = np.num();
   r.identSize = bound->sizes.at(r.ident);
   r.effect = effect.take();
   return r;
 }
 
+Status checkSplitOutputs(const ir::Graph &graph, const ir::Node &node,
+                         const ops::SplitEffect &effect, const std::string &ident) {
+  if (effect.valueSplit || node.outputs.empty())
+    return Status::ok();
+  for (int d : effect.outputDims)
+    if (d >= 0)
+      return Status::ok();
+  if (graph.lossOutput >= 0 && graph.lossOutput < static_cast<int>(graph.outputs.size()) &&
+      std::find(node.outputs.begin(), node.outputs.end(),
+                graph.outputs[static_cast<size_t>(graph.lossOutput)]) != node.outputs.end())
+    return Status::ok();
+  return errorf("dimension '{}' is in none of the op's outputs, so its parts would be taken to "
+                "compute equal outputs from different data; annotate it '+' (the outputs are "
+                "partial sums) or '^' (never split)",
+                ident);
+}
+
 Expected<ops::SplitEffect> nodeSplitEffect(const ir::Graph &graph, const ir::Node &node,
                                            const proto::NodePlan &np) {
+
   auto r = resolveSplit(graph, node, np);
   if (!r)
     return r.status();

@@ -31,8 +31,9 @@ std::vector<std::string> divisibleIdents(const ir::Graph &graph, const ir::Node 
     return others;
   for (const std::string &id : ops::splittableIdents(*bound)) {
     auto effect = ops::splitEffect(*bound, id, n);
-    if (!effect)
+    if (!effect || !checkSplitOutputs(graph, node, *effect, id).isOk())
       continue;
+
     if (!splitsParameter(graph, node, *effect))
       others.push_back(id);
     else

@@ -44,7 +44,16 @@ Expected<ops::BoundAnno> bindNode(const ir::Graph &graph, const ir::Node &node);
 Expected<ResolvedSplit> resolveSplit(const ir::Graph &graph, const ir::Node &node,
                                      const proto::NodePlan &np);
 
+/// Ok unless `effect` splits `node` along a plain (not `+`) identifier that
+/// none of its outputs has: the parts would then be claimed to compute equal
+/// outputs from different data. Only the graph's loss node may do that (each
+/// part's loss is weighed by its share; Transform/Partition.h LossInfo).
+/// The error names the identifier and says how to annotate it.
+Status checkSplitOutputs(const ir::Graph &graph, const ir::Node &node,
+                         const ops::SplitEffect &effect, const std::string &ident);
+
 /// resolveSplit's effect only.
+
 Expected<ops::SplitEffect> nodeSplitEffect(const ir::Graph &graph, const ir::Node &node,
                                            const proto::NodePlan &np);
 

@@ -125,3 +125,21 @@ TEST_CASE("plan primitives refuse frozen dims and name the node", "[plan][policy
   CHECK(ok->num() == 2);
   CHECK(ok->rule() == "r");
 }
+
+TEST_CASE("a plain dim in no output splits only the graph's loss", "[plan][policy]") {
+  testgraphs::Builder b;
+  int64_t x = b.input("x", {4, 8});
+  // A user op claiming its output does not depend on a: splitting a would have
+  // every part "compute" the same output from different rows.
+  int64_t y = b.op("myops::colsum", {x}, {8}, "a b -> b", "head");
+  b.graph.outputs = {y};
+  const ir::Node &op = b.graph.nodes()[0];
+  auto bad = plan::splitNodeByIdent(b.graph, op, "a", {0, 1}, "");
+  REQUIRE_FALSE(bad.isOk());
+  CHECK(bad.status().message().find("dimension 'a' is in none of the op's outputs") !=
+        std::string::npos);
+  CHECK(plan::splitNodeByIdent(b.graph, op, "b", {0, 1}, "").isOk());
+  // The same annotation on the graph's loss: each part's value is its share.
+  b.graph.lossOutput = 0;
+  CHECK(plan::splitNodeByIdent(b.graph, op, "a", {0, 1}, "").isOk());
+}
