@@ -35,7 +35,6 @@ void fillShard(const ir::Graph &graph, const ShardSpec &s, proto::Shard &out) {
   }
   for (int64_t b : s.blocks)
     slice->add_blocks(b);
-
   slice->set_value_index(s.valueIndex);
   slice->set_value_chunks(s.valueChunks);
   bool trainable = !s.constant && t.kind == ir::TensorKind::Param && t.requiresGrad;

@@ -21,7 +21,6 @@ std::string sliceText(const proto::SliceMap &s) {
     dims.push_back(b > 1 ? fmt::format("{}:{} x{} blocks", s.start(d), s.stop(d), b)
                          : fmt::format("{}:{}", s.start(d), s.stop(d)));
   }
-
   std::string text = fmt::format("[{}]", fmt::join(dims, ", "));
   if (s.value_chunks() > 1)
     text += fmt::format(" value {}/{}", s.value_index(), s.value_chunks());

@@ -34,7 +34,6 @@ ShardSpec pieceShard(const SubTensor &piece, const transform::TensorPlacement &p
   if (piece.interleaved())
     s.blocks = piece.blocks;
   s.valueIndex = piece.valueIndex;
-
   s.valueChunks = piece.valueChunks;
   s.replicas = 0;
   for (const SubTensor &other : placement.pieces)
@@ -113,7 +112,6 @@ private:
       return call;
     }
     const std::vector<int> *members = op.groupOf(device_);
-
     if (!members)
       return Status::internal(fmt::format("error: the {} of %{} has no group holding plan "
                                           "device {}",

@@ -104,7 +104,6 @@ Status writeRankShards(const std::string &path, const ir::Graph &graph, const Ra
       owned.push_back(sliceTensor(data, box.shape, ir::dtypeSize(t.dtype), box.start, box.stop));
       data = owned.back();
     }
-
     entries.push_back(
         {s.localName, std::string(ir::dtypeSafetensorsCode(t.dtype)), s.shape(), data});
   }

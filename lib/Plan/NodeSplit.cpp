@@ -40,9 +40,24 @@ proto::NodePlan basePlan(const ir::Node &node, const std::vector<int> &devices,
   return np;
 }
 
+// `node` produces the graph's loss and no node reads it: only the trainer sums
+// its per-part values, weighed by their shares.
+bool isUnreadLoss(const ir::Graph &graph, const ir::Node &node) {
+  if (graph.lossOutput < 0 || graph.lossOutput >= static_cast<int>(graph.outputs.size()))
+    return false;
+  int64_t loss = graph.outputs[static_cast<size_t>(graph.lossOutput)];
+  if (std::find(node.outputs.begin(), node.outputs.end(), loss) == node.outputs.end())
+    return false;
+  for (const ir::Node &reader : graph.nodes())
+    if (std::find(reader.inputs.begin(), reader.inputs.end(), loss) != reader.inputs.end())
+      return false;
+  return true;
+}
+
 } // namespace
 
 std::string describeNode(const ir::Node &node) {
+
   std::string path = node.modulePath.empty() ? "<top>" : node.modulePath;
   return fmt::format("node {} {} at {} ({})", node.id, node.op, path, node.locString());
 }
@@ -94,10 +109,9 @@ Status checkSplitOutputs(const ir::Graph &graph, const ir::Node &node,
   for (int d : effect.outputDims)
     if (d >= 0)
       return Status::ok();
-  if (graph.lossOutput >= 0 && graph.lossOutput < static_cast<int>(graph.outputs.size()) &&
-      std::find(node.outputs.begin(), node.outputs.end(),
-                graph.outputs[static_cast<size_t>(graph.lossOutput)]) != node.outputs.end())
+  if (isUnreadLoss(graph, node))
     return Status::ok();
+
   return errorf("dimension '{}' is in none of the op's outputs, so its parts would be taken to "
                 "compute equal outputs from different data; annotate it '+' (the outputs are "
                 "partial sums) or '^' (never split)",

@@ -147,7 +147,6 @@ Expected<at::Tensor> assembleOne(const std::vector<const ShardPiece *> &all) {
       }
       dst.copy_(p->value.reshape(local));
     }
-
     sum = v == 0 ? full : sum.add_(full);
   }
   return sum;

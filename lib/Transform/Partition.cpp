@@ -74,8 +74,10 @@ Status Partitioner::resolveNodes() {
   for (const ir::Node &node : graph_.nodes()) {
     const proto::NodePlan &np = plan_.nodes(static_cast<int>(node.id));
     auto split = plan::resolveSplit(graph_, node, np);
-    if (!split)
-      return Status::internal(split.status().withContext(plan::describeNode(node)).message());
+    if (!split) // e.g. a plan.pb written by hand or by an older nnsc-plan
+      return errorf("error: the plan does not fit {}: {}", plan::describeNode(node),
+                    split.status().message());
+
     auto layouts = nodeLayouts(graph_, node, *split, devicesOf(np), node.id == lossNode);
     if (!layouts)
       return layouts.status().withContext(plan::describeNode(node));

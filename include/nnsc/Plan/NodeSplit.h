@@ -53,7 +53,6 @@ Status checkSplitOutputs(const ir::Graph &graph, const ir::Node &node,
                          const ops::SplitEffect &effect, const std::string &ident);
 
 /// resolveSplit's effect only.
-
 Expected<ops::SplitEffect> nodeSplitEffect(const ir::Graph &graph, const ir::Node &node,
                                            const proto::NodePlan &np);
 

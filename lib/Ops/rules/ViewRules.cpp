@@ -107,7 +107,6 @@ private:
   }
 
   // One side's single dim is the merge of the other side's dims: every member
-
   // is named, `a t -> (a t)`, so a later member can be cut too (interleaved,
   // on request: [B, T] -> [B*T] cut along T holds T's chunk of every batch
   // row). Size-1 members are the numeral 1.

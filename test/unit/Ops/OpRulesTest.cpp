@@ -182,6 +182,10 @@ TEST_CASE("shape ops", "[ops][rules]") {
                  {i64("split_size", 4), i64("dim", 1)}) == "a 10 -> a 4, a 4, a 2");
   CHECK(annotate("aten::chunk", {{4, 6}}, {{4, 3}, {4, 3}}, {i64("chunks", 2), i64("dim", -1)}) ==
         "a (2 c) -> a c, a c");
+  // tensor_split's indices are whole-dim positions that no local rewrite adjusts.
+  CHECK(annotate("aten::tensor_split", {{4, 6}}, {{4, 2}, {4, 2}, {4, 2}},
+                 {dims("indices", {2, 4}), i64("dim", 1)}) == "a 6 -> a 2, a 2, a 2");
+
   CHECK(annotate("aten::unbind", {{3, 4}}, {{4}, {4}, {4}}, {i64("dim", 0)}) == "3 b -> b, b, b");
   CHECK(annotate("aten::cat", {{2, 4, 8, 8}, {2, 4, 8, 8}}, {{2, 4, 8, 16}}, {i64("dim", -1)}) ==
         "a b c 8, a b c 8 -> a b c 16");
