@@ -25,7 +25,6 @@ std::vector<std::string> splitRule(const ir::Graph &g, const ir::Node &n) {
   // tensor_split's indices are positions in the whole dim, which no local
   // argument rewrite adjusts: its cut dim stays fixed.
   bool equal = n.outputs.size() > 1 && n.op != "aten::tensor_split";
-
   std::vector<Dims> outs;
   for (size_t o = 0; o < n.outputs.size(); ++o) {
     const ir::Shape &out = outShape(g, n, o);

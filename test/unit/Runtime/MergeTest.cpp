@@ -94,7 +94,42 @@ TEST_CASE("merge: gaps, overlaps and differing replicas are errors", "[runtime][
   CHECK_THAT(r.status().message(), Catch::Contains("does not fit 'w'"));
 }
 
+TEST_CASE("merge: interleaved shards go back to their rows of every block", "[runtime][merge]") {
+  // w: [6, 2] as 3 blocks of 2 rows (a fused q/k/v); rank r holds row r of each block.
+  at::Tensor w = at::arange(12, at::kFloat).reshape({6, 2});
+  auto piece = [&](int r) {
+    ShardInfo s = shard("p0", "w", {6, 2}, {r, 0}, {r + 1, 2});
+    s.blocks = {3, 1};
+    s.shape = {3, 2};
+    at::Tensor rows = at::stack({w[r], w[2 + r], w[4 + r]});
+    return ShardPiece{s, rows, r};
+  };
+  std::vector<ShardPiece> pieces{piece(0), piece(1)};
+  auto merged = assembleShards(pieces);
+  INFO((merged ? "" : merged.status().message()));
+  REQUIRE(merged.isOk());
+  CHECK(at::equal(merged->at("w"), w));
+
+  auto mixed = pieces; // one rank cut contiguously, the other interleaved
+  mixed[1].info.blocks = {};
+  auto r = assembleShards(mixed);
+  REQUIRE(!r.isOk());
+  CHECK_THAT(r.status().message(), Catch::Contains("disagree on full shape, dtype, value chunks "
+                                                   "or interleaved blocks (rank 0 and rank 1)"));
+
+  auto twice = pieces; // both ranks claim row 0 of every block
+  twice[1] = piece(0);
+  twice[1].rank = 1;
+  twice[1].value = twice[1].value + 1;
+  r = assembleShards(twice);
+  REQUIRE(!r.isOk());
+  CHECK_THAT(r.status().message(),
+             Catch::Contains("replicas of 'w' [0:1 of 3 blocks, 0:2] differ between rank 0 and "
+                             "rank 1"));
+}
+
 TEST_CASE("checkpoint: rank files round trip and merge from a directory", "[runtime][merge]") {
+
   fs::path run = fs::temp_directory_path() / fmt::format("nnsc-merge-{}", ::getpid());
   fs::remove_all(run);
   std::string dir = checkpointDir(run.string(), 7);

@@ -328,3 +328,21 @@ TEST_CASE("localArgs rewrites view sizes for the local shapes", "[partition]") {
   REQUIRE(args.isOk());
   CHECK(std::get<std::vector<int64_t>>(args->back().value) == std::vector<int64_t>{4, 1, 4});
 }
+
+TEST_CASE("a plan.pb that no longer fits a node is a user error naming it", "[partition]") {
+  Builder b;
+  int64_t x = b.input("x", {4, 8});
+  b.graph.outputs = {b.op("myops::colsum", {x}, {8}, "a b -> b", "head")};
+  // Written by hand (or an older nnsc-plan): split along a, which no output has.
+  proto::Plan plan = planFor(b.graph, 2, {""});
+  proto::NodePlan *np = plan.mutable_nodes(0);
+  np->set_ident("a");
+  np->set_num(2);
+  auto pg = partitionGraph(b.graph, plan);
+  REQUIRE_FALSE(pg.isOk());
+  CHECK(pg.status().kind() == ErrorKind::BadInput);
+  CHECK_THAT(pg.status().message(),
+             Catch::Contains("error: the plan does not fit node 0 myops::colsum at head"));
+  CHECK_THAT(pg.status().message(),
+             Catch::Contains("dimension 'a' is in none of the op's outputs"));
+}
