@@ -9,9 +9,18 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev python3-torch libgloo-dev libopenblas0-pthread
   libprotobuf-dev protobuf-compiler libyaml-cpp-dev libcli11-dev
-  libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 llvm-14-tools
+  libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   python3-yaml python3-numpy
 )
+# lit and FileCheck come with the release's own LLVM: 14 on Debian 12, 19 on
+# Debian 13 (CMake finds whichever is installed, newest first).
+. /etc/os-release
+case "${VERSION_CODENAME:-}" in
+  bookworm) PACKAGES+=(llvm-14-tools) ;;
+  trixie) PACKAGES+=(llvm-19-tools) ;;
+  *) echo "setup: warning: untested release '${PRETTY_NAME:-unknown}'; trying llvm-19-tools" >&2
+     PACKAGES+=(llvm-19-tools) ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
