@@ -41,7 +41,7 @@ def check(d):
     msg = "%s: ok, device=%s, loss=%s" % (d, device, "meta" if device == "meta" else float(loss))
     sd_path = os.path.join(d, "state_dict.pt")
     if os.path.exists(sd_path):
-        sd = torch.load(sd_path)
+        sd = torch.load(sd_path, weights_only=True)
         ts = dict(m.named_parameters())
         ts.update(dict(m.named_buffers()))
         for k, v in ts.items():

@@ -6,10 +6,9 @@
 #include <tuple>
 
 #include <ATen/ATen.h>
-#include <ATen/core/Dict.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include "TensorIO.h"
+#include "TorchSave.h"
 #include "nnsc/Runtime/Checkpoint.h"
 #include "nnsc/Runtime/CheckpointStore.h"
 #include "nnsc/Support/BlockSlice.h"
@@ -248,17 +247,10 @@ Expected<std::map<std::string, at::Tensor>> assembleShards(const std::vector<Sha
 }
 
 Status saveStateDict(const std::map<std::string, at::Tensor> &tensors, const std::string &path) {
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const auto &[name, t] : tensors)
-    dict.insert(name, t.detach().cpu().contiguous());
-  std::vector<char> bytes;
-  try {
-    bytes = torch::jit::pickle_save(c10::IValue(dict));
-  } catch (const c10::Error &ex) {
-    return Status::internal(
-        fmt::format("{}: error: cannot serialize: {}", path, ex.what_without_backtrace()));
-  }
-  return writeFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
+  auto bytes = torchSaveBytes(tensors);
+  if (!bytes)
+    return bytes.status().withContext(path);
+  return writeFileAtomic(path, *bytes);
 }
 
 Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {

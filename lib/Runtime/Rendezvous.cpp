@@ -7,6 +7,7 @@
 
 #include "Backends.h"
 #include "nnsc/Runtime/Comm.h"
+#include "nnsc/Torch/Compat.h"
 
 namespace nnsc::rt {
 
@@ -25,7 +26,7 @@ Expected<c10::intrusive_ptr<c10d::Store>> connectStore(const LaunchEnv &env,
   opts.timeout = timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, opts);
+    store = torchcompat::makeTcpStore(env.masterAddr, opts);
   } catch (const std::exception &e) {
     std::string where = fmt::format("{}:{}", env.masterAddr, env.masterPort);
     if (host)

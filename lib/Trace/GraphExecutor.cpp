@@ -250,11 +250,6 @@ namespace {
 
 std::string firstLine(const std::string &s) { return s.substr(0, s.find('\n')); }
 
-bool lacksMetaKernel(const std::string &message) {
-  return message.find("'Meta' backend") != std::string::npos ||
-         message.find("Meta backend") != std::string::npos;
-}
-
 // Runs `op` on `stack`; returns the error text of a LibTorch exception.
 std::optional<std::string> runSafely(torch::jit::Operation &op, torch::jit::Stack &stack) {
   try {
@@ -267,48 +262,10 @@ std::optional<std::string> runSafely(torch::jit::Operation &op, torch::jit::Stac
   return std::nullopt;
 }
 
-// Stand-ins on the CPU for meta tensors: one zero broadcast to the full shape,
-// so even a vocabulary-sized weight costs no memory.
-c10::IValue toCpuStandIn(const c10::IValue &v,
-                         std::map<const c10::TensorImpl *, at::Tensor> &back) {
-  if (v.isTensor() && v.toTensor().is_meta()) {
-    const at::Tensor &t = v.toTensor();
-    at::Tensor cpu = at::zeros({}, t.options().device(at::kCPU)).expand(t.sizes());
-    back[cpu.unsafeGetTensorImpl()] = t;
-    return cpu;
-  }
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> list;
-    for (const at::Tensor &t : v.toTensorVector())
-      list.push_back(toCpuStandIn(t, back).toTensor());
-    return list;
-  }
-  if (v.isDevice())
-    return c10::Device(c10::kCPU);
-  return v;
-}
-
-c10::IValue toMeta(const c10::IValue &v,
-                   const std::map<const c10::TensorImpl *, at::Tensor> &back) {
-  if (v.isTensor()) {
-    const at::Tensor &t = v.toTensor();
-    if (auto it = back.find(t.unsafeGetTensorImpl()); it != back.end())
-      return it->second;
-    return t.dim() == 0 && !t.is_meta() ? t : at::empty(t.sizes(), t.options().device(at::kMeta));
-  }
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> list;
-    for (const at::Tensor &t : v.toTensorVector())
-      list.push_back(toMeta(t, back).toTensor());
-    return list;
-  }
-  return v;
-}
-
 } // namespace
 
-// Runs one operator. On the meta device an op without a meta kernel is run on
-// CPU stand-ins instead and its results turned back into meta tensors.
+// Runs one operator. On the meta device an op that LibTorch has no Meta kernel
+// for runs through nnsc's stand-in kernel (MetaStandIns.h), by the dispatcher.
 Status GraphExecutor::runOperator(Node *node) {
   std::vector<c10::IValue> inputs;
   for (Value *v : node->inputs())
@@ -325,15 +282,6 @@ Status GraphExecutor::runOperator(Node *node) {
   }
   torch::jit::Stack stack(inputs.begin(), inputs.end());
   auto failure = runSafely(*op, stack);
-  if (failure && meta_ && lacksMetaKernel(*failure)) {
-    std::map<const c10::TensorImpl *, at::Tensor> back;
-    stack.clear();
-    for (const auto &in : inputs)
-      stack.push_back(toCpuStandIn(in, back));
-    failure = runSafely(*op, stack);
-    for (auto &v : stack)
-      v = toMeta(v, back);
-  }
   if (failure)
     return errorAt(node, firstLine(*failure));
   if (stack.size() < node->outputs().size())

@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/passes/inliner.h>
 
 #include "GraphExecutor.h"
+#include "MetaStandIns.h"
 #include "ModuleLoader.h"
 #include "nnsc/IR/Printer.h"
 #include "nnsc/IR/Serialize.h"
@@ -102,6 +103,8 @@ Expected<TraceResult> traceModel(const TraceOptions &options) {
   auto spec = readInputSpec(options.inputsPath);
   if (!spec)
     return spec.status();
+  if (options.device == "meta")
+    installMetaStandIns(); // after the user libraries: their ops get one too
   auto loaded = loadModule(options.modelPath);
   if (!loaded)
     return loaded.status();

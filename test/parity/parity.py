@@ -129,9 +129,9 @@ def compare(args, work):
         ok = err <= args.rtol
         passed, failed = passed + ok, failed + (not ok)
         print(f"{r['step']:>4} {got if got is not None else float('nan'):>14.8f} {r['loss']:>14.8f} {err:>10.2e}{'' if ok else '  FAIL'}")
-    merged = torch.load(os.path.join(work, "merged.pt"))
-    final = torch.load(os.path.join(work, "ref", "final.pt"))
-    exact = torch.load(os.path.join(work, "ref64", "final.pt")) if args.f64_floor else None
+    merged = torch.load(os.path.join(work, "merged.pt"), weights_only=True)
+    final = torch.load(os.path.join(work, "ref", "final.pt"), weights_only=True)
+    exact = torch.load(os.path.join(work, "ref64", "final.pt"), weights_only=True) if args.f64_floor else None
     worst, outliers = 0.0, 0
     for k, v in final.items():
         if k not in merged:

@@ -129,6 +129,9 @@ def main():
     STEPS[0] = train["steps"]
     torch.manual_seed(seed)
     torch.set_num_threads(1)
+    # TorchScript's TensorExpr fuser (on by default in 2.x) can spin forever in
+    # backward() of a loaded module; the reference needs plain eager kernels.
+    torch._C._jit_set_texpr_fuser_enabled(False)
     model = torch.jit.load(args.model)
     if args.float64:
         model = model.double()

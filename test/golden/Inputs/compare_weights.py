@@ -32,7 +32,7 @@ def read_safetensors(path):
 def main():
     tensors, meta = read_safetensors(sys.argv[1])
     aliases = json.loads(meta.get("nnsc.aliases", "{}"))
-    sd = torch.load(sys.argv[2])
+    sd = torch.load(sys.argv[2], weights_only=True)
     for key, ref in sd.items():
         got = tensors.get(aliases.get(key, key))
         if got is None:

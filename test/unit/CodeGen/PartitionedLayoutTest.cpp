@@ -1,7 +1,7 @@
 // Rank layouts, programs and manifests of a plan spanning two devices
 // (Megatron's MLP: fc1 column-parallel, fc2 row-parallel), run by two
 // data-parallel copies.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include "../Plan/HandGraphs.h"
 #include "nnsc/CodeGen/Manifest.h"

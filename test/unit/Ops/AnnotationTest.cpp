@@ -1,6 +1,6 @@
 #include <set>
 
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include "nnsc/Ops/Annotation.h"
 #include "nnsc/Ops/AnnotationSplit.h"

@@ -1,6 +1,6 @@
 // The built-in op rules: exact annotations for small hand-built nodes, each
 // checked against the node's shapes by annotateGraph; user YAML loading.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include <filesystem>
 #include <fstream>
@@ -311,9 +311,9 @@ TEST_CASE("annotateGraph checks annotations against shapes", "[ops][registry]") 
   auto result = ops::annotateGraph(g, r);
   REQUIRE(!result.isOk());
   CHECK(result.status().kind() == ErrorKind::Internal);
-  CHECK_THAT(result.status().message(), Catch::Contains("model.py:7") &&
-                                            Catch::Contains("test::bad") &&
-                                            Catch::Contains("'a b -> a b'"));
+  CHECK_THAT(result.status().message(), Catch::Matchers::ContainsSubstring("model.py:7") &&
+                                            Catch::Matchers::ContainsSubstring("test::bad") &&
+                                            Catch::Matchers::ContainsSubstring("'a b -> a b'"));
 
   // User annotations are candidates: the first that fits is kept.
   r.addFixed("test::user", {"a b -> a b", "a -> a"});
@@ -361,17 +361,17 @@ TEST_CASE("user YAML errors are located", "[ops][registry][yaml]") {
       writeTemp("nnsc_ops_unknown.yaml", "ops:\n  myops::f: [\"a -> a\"]\nopz: 1\n");
   Status st = r.loadUserYaml(unknown);
   REQUIRE(!st.isOk());
-  CHECK_THAT(st.message(), Catch::Contains("nnsc_ops_unknown.yaml:3:1: error: unknown key 'opz'"));
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("nnsc_ops_unknown.yaml:3:1: error: unknown key 'opz'"));
 
   // "a -> b": 'b' (column 6 of the annotation) is bound by no input; the
   // annotation starts at column 15 of the line, after the quote.
   std::string bad = writeTemp("nnsc_ops_bad.yaml", "ops:\n  myops::f: [\"a -> b\"]\n");
   st = r.loadUserYaml(bad);
   REQUIRE(!st.isOk());
-  CHECK_THAT(st.message(), Catch::Contains("nnsc_ops_bad.yaml:2:20: error:"));
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("nnsc_ops_bad.yaml:2:20: error:"));
   CHECK(!r.has("myops::f"));
 
   std::string unqualified = writeTemp("nnsc_ops_name.yaml", "ops:\n  fused: [\"a -> a\"]\n");
   st = r.loadUserYaml(unqualified);
-  CHECK_THAT(st.message(), Catch::Contains(":2:3: error: op name 'fused'"));
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring(":2:3: error: op name 'fused'"));
 }

@@ -1,5 +1,5 @@
 // Checkpoint directories: COMPLETE markers, resume discovery, keep-last.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include <filesystem>
 
@@ -57,7 +57,7 @@ TEST_CASE("checkpoint store: resume picks the newest complete one", "[runtime][c
   CHECK(**explicitDir == checkpointDir(run, 10));
   auto partial = findResumeCheckpoint(run, checkpointDir(run, 30));
   REQUIRE(!partial.isOk());
-  CHECK_THAT(partial.status().message(), Catch::Contains("incomplete (no COMPLETE marker)"));
+  CHECK_THAT(partial.status().message(), Catch::Matchers::ContainsSubstring("incomplete (no COMPLETE marker)"));
   fs::remove_all(run);
 }
 

@@ -1,5 +1,5 @@
 // readLaunchEnv over torchrun, Open MPI and Slurm variables.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include <map>
 
@@ -7,7 +7,7 @@
 
 using namespace nnsc;
 using namespace nnsc::rt;
-using Catch::Matchers::Contains;
+using Catch::Matchers::ContainsSubstring;
 using Vars = std::map<std::string, std::string>;
 
 namespace {
@@ -69,7 +69,7 @@ TEST_CASE("torchrun's variables, with and without the agent store") {
 TEST_CASE("missing or inconsistent torchrun variables are named") {
   Vars vars = torchrun();
   vars.erase("LOCAL_WORLD_SIZE");
-  CHECK_THAT(errorOf(vars), Contains("LOCAL_WORLD_SIZE is not set"));
+  CHECK_THAT(errorOf(vars), ContainsSubstring("LOCAL_WORLD_SIZE is not set"));
   vars = torchrun();
   vars["RANK"] = "8";
   CHECK(errorOf(vars) == "RANK=8 is out of range for WORLD_SIZE=8");
@@ -87,7 +87,7 @@ TEST_CASE("missing or inconsistent torchrun variables are named") {
   CHECK(errorOf(vars) == "MASTER_PORT=70000 is not a usable port (1-65535)");
   vars = torchrun();
   vars.erase("MASTER_ADDR");
-  CHECK_THAT(errorOf(vars), Contains("MASTER_ADDR is not set"));
+  CHECK_THAT(errorOf(vars), ContainsSubstring("MASTER_ADDR is not set"));
 }
 
 TEST_CASE("Open MPI's variables") {
@@ -103,7 +103,7 @@ TEST_CASE("Open MPI's variables") {
   CHECK(env->masterPort == kDefaultMasterPort);
   vars["OMPI_COMM_WORLD_LOCAL_SIZE"] = "2";
   vars["OMPI_COMM_WORLD_LOCAL_RANK"] = "0";
-  CHECK_THAT(errorOf(vars), Contains("MASTER_ADDR is not set; Open MPI does not export"));
+  CHECK_THAT(errorOf(vars), ContainsSubstring("MASTER_ADDR is not set; Open MPI does not export"));
   vars["MASTER_ADDR"] = "head";
   env = readLaunchEnv(lookupIn(vars));
   REQUIRE(env.isOk());
@@ -129,7 +129,7 @@ TEST_CASE("Slurm's variables") {
   REQUIRE(env.isOk());
   CHECK(env->localWorldSize == 2);
   vars.erase("SLURM_LOCALID");
-  CHECK_THAT(errorOf(vars), Contains("SLURM_LOCALID is not set"));
+  CHECK_THAT(errorOf(vars), ContainsSubstring("SLURM_LOCALID is not set"));
   vars["SLURM_LOCALID"] = "3";
   vars["SLURM_NTASKS_PER_NODE"] = "2";
   CHECK(errorOf(vars) == "SLURM_LOCALID=3 is out of range for SLURM_NTASKS_PER_NODE=2");

@@ -9,7 +9,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 #undef CHECK
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include "nnsc/Runtime/Comm.h"
 

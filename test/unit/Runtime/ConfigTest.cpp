@@ -1,6 +1,6 @@
 // Trainer config: defaults, overrides, interpolation, typed errors with
 // positions, and the batch-size check.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include "nnsc/Runtime/TrainerConfig.h"
 
@@ -73,31 +73,31 @@ TEST_CASE("config: unknown key names its position and the accepted keys", "[runt
   auto c = parse(std::string(kBase) + "  stepz: 3\n");
   REQUIRE(!c.isOk());
   CHECK_THAT(c.status().message(),
-             Catch::StartsWith("cfg.yaml:12:3: error: unknown key 'stepz' in section 'optimizer'; "
+             Catch::Matchers::StartsWith("cfg.yaml:12:3: error: unknown key 'stepz' in section 'optimizer'; "
                                "expected one of: name, lr, betas, eps, weight_decay, momentum, "
                                "grad_clip"));
-  CHECK_THAT(c.status().message(), Catch::Contains("  stepz: 3\n    ^"));
+  CHECK_THAT(c.status().message(), Catch::Matchers::ContainsSubstring("  stepz: 3\n    ^"));
 }
 
 TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
   auto c = parse("program: p\nprogam: q\n");
   REQUIRE(!c.isOk());
   CHECK_THAT(c.status().message(),
-             Catch::StartsWith("cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
+             Catch::Matchers::StartsWith("cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
                                "program, run_dir, seed, threads, device, backend, comm_timeout_s, "
                                "data, train, optimizer, lr_schedule, checkpoint, metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
   REQUIRE(!s.isOk());
   CHECK_THAT(s.status().message(),
-             Catch::StartsWith("cfg.yaml:3:3: error: unknown section 'model'"));
+             Catch::Matchers::StartsWith("cfg.yaml:3:3: error: unknown section 'model'"));
 }
 
 TEST_CASE("config: unknown override key", "[runtime][config]") {
   auto c = parse(kBase, {"--train.stepz=3"});
   REQUIRE(!c.isOk());
   CHECK_THAT(c.status().message(),
-             Catch::StartsWith("command line: error: unknown key 'stepz' in section 'train'"));
-  CHECK_THAT(c.status().message(), Catch::Contains("(in '--train.stepz=3')"));
+             Catch::Matchers::StartsWith("command line: error: unknown key 'stepz' in section 'train'"));
+  CHECK_THAT(c.status().message(), Catch::Matchers::ContainsSubstring("(in '--train.stepz=3')"));
 }
 
 TEST_CASE("config: mistyped values", "[runtime][config]") {
@@ -105,21 +105,21 @@ TEST_CASE("config: mistyped values", "[runtime][config]") {
   REQUIRE(!c.isOk());
   CHECK_THAT(
       c.status().message(),
-      Catch::StartsWith("cfg.yaml:12:3: error: 'optimizer.eps' must be a number >= 0, got 'tiny'"));
+      Catch::Matchers::StartsWith("cfg.yaml:12:3: error: 'optimizer.eps' must be a number >= 0, got 'tiny'"));
   auto d = parse(kBase, {"--optimizer.name=lamb"});
   REQUIRE(!d.isOk());
   CHECK_THAT(d.status().message(),
-             Catch::Contains("'optimizer.name' must be one of: adamw, adam, sgd, got 'lamb'"));
+             Catch::Matchers::ContainsSubstring("'optimizer.name' must be one of: adamw, adam, sgd, got 'lamb'"));
   auto e = parse(kBase, {"--train.steps=2.5"});
   REQUIRE(!e.isOk());
-  CHECK_THAT(e.status().message(), Catch::Contains("'train.steps' must be an integer >= 1"));
+  CHECK_THAT(e.status().message(), Catch::Matchers::ContainsSubstring("'train.steps' must be an integer >= 1"));
   auto f = parse(kBase, {"--optimizer.betas=0.9"});
   REQUIRE(!f.isOk());
-  CHECK_THAT(f.status().message(), Catch::Contains("a pair [beta1, beta2]"));
+  CHECK_THAT(f.status().message(), Catch::Matchers::ContainsSubstring("a pair [beta1, beta2]"));
   auto g = parse("program: p\ndata: 3\n", {});
   REQUIRE(!g.isOk());
   CHECK_THAT(g.status().message(),
-             Catch::StartsWith("cfg.yaml:2:1: error: 'data' is a section; expected a map of: kind, "
+             Catch::Matchers::StartsWith("cfg.yaml:2:1: error: 'data' is a section; expected a map of: kind, "
                                "train, val, dtype, block_size, vocab_size"));
 }
 
@@ -127,22 +127,22 @@ TEST_CASE("config: interpolation errors", "[runtime][config]") {
   auto a = parse("program: ${env:NOPE}\ndata: {train: x}\n");
   REQUIRE(!a.isOk());
   CHECK_THAT(a.status().message(),
-             Catch::StartsWith("cfg.yaml:1:1: error: environment variable 'NOPE' is not set"));
+             Catch::Matchers::StartsWith("cfg.yaml:1:1: error: environment variable 'NOPE' is not set"));
   auto b = parse("program: ${run_dir}\nrun_dir: ${program}\ndata: {train: x}\n");
   REQUIRE(!b.isOk());
-  CHECK_THAT(b.status().message(), Catch::Contains("refers to itself"));
+  CHECK_THAT(b.status().message(), Catch::Matchers::ContainsSubstring("refers to itself"));
   auto c = parse("program: ${nothing.here}\ndata: {train: x}\n");
   REQUIRE(!c.isOk());
-  CHECK_THAT(c.status().message(), Catch::Contains("'${nothing.here}' names no config key"));
+  CHECK_THAT(c.status().message(), Catch::Matchers::ContainsSubstring("'${nothing.here}' names no config key"));
 }
 
 TEST_CASE("config: required keys", "[runtime][config]") {
   auto a = parse("data: {train: x}\n");
   REQUIRE(!a.isOk());
-  CHECK_THAT(a.status().message(), Catch::Contains("'program' is required"));
+  CHECK_THAT(a.status().message(), Catch::Matchers::ContainsSubstring("'program' is required"));
   auto b = parse("program: p\n");
   REQUIRE(!b.isOk());
-  CHECK_THAT(b.status().message(), Catch::Contains("'data.train' is required"));
+  CHECK_THAT(b.status().message(), Catch::Matchers::ContainsSubstring("'data.train' is required"));
   auto c = parse("program: p\ndata: {kind: synthetic, vocab_size: 65}\n");
   REQUIRE(c.isOk());
 }
@@ -167,5 +167,5 @@ TEST_CASE("config: hash ignores bookkeeping keys", "[runtime][config]") {
   REQUIRE((a.isOk() && b.isOk() && c.isOk()));
   CHECK(configHash(*a) == configHash(*b));
   CHECK(configHash(*a) != configHash(*c));
-  CHECK_THAT(describeConfig(*a), Catch::Contains("optimizer.betas: [0.9, 0.95]\n"));
+  CHECK_THAT(describeConfig(*a), Catch::Matchers::ContainsSubstring("optimizer.betas: [0.9, 0.95]\n"));
 }

@@ -1,6 +1,6 @@
 // The local supervisor: environment of the workers, exit codes, and that a
 // dead worker brings the others down quickly.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include <chrono>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // Checkpoint files and merging: rank files round-trip, hand-made shards
 // (slices, value chunks, replicas, aliases) reassemble into the original
 // tensors, and the merged file loads in Python with torch.load.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -72,26 +72,26 @@ TEST_CASE("merge: gaps, overlaps and differing replicas are errors", "[runtime][
   gap.erase(gap.begin() + 1);
   auto r = assembleShards(gap);
   REQUIRE(!r.isOk());
-  CHECK_THAT(r.status().message(), Catch::Contains("value chunk 0 of 'w' covers 12 of its 24"));
+  CHECK_THAT(r.status().message(), Catch::Matchers::ContainsSubstring("value chunk 0 of 'w' covers 12 of its 24"));
 
   auto overlap = pieces;
   overlap[1].info = shard("p0", "w", {4, 6}, {1, 0}, {3, 6});
   r = assembleShards(overlap);
   REQUIRE(!r.isOk());
-  CHECK_THAT(r.status().message(), Catch::Contains("shards of 'w' overlap"));
+  CHECK_THAT(r.status().message(), Catch::Matchers::ContainsSubstring("shards of 'w' overlap"));
 
   auto differ = pieces;
   differ[2].value = differ[2].value + 1;
   r = assembleShards(differ);
   REQUIRE(!r.isOk());
   CHECK_THAT(r.status().message(),
-             Catch::Contains("replicas of 'w' [0:2, 0:6] differ between rank 0 and rank 2"));
+             Catch::Matchers::ContainsSubstring("replicas of 'w' [0:2, 0:6] differ between rank 0 and rank 2"));
 
   auto misfit = pieces;
   misfit[0].value = at::zeros({3, 6});
   r = assembleShards(misfit);
   REQUIRE(!r.isOk());
-  CHECK_THAT(r.status().message(), Catch::Contains("does not fit 'w'"));
+  CHECK_THAT(r.status().message(), Catch::Matchers::ContainsSubstring("does not fit 'w'"));
 }
 
 TEST_CASE("merge: interleaved shards go back to their rows of every block", "[runtime][merge]") {
@@ -114,7 +114,7 @@ TEST_CASE("merge: interleaved shards go back to their rows of every block", "[ru
   mixed[1].info.blocks = {};
   auto r = assembleShards(mixed);
   REQUIRE(!r.isOk());
-  CHECK_THAT(r.status().message(), Catch::Contains("disagree on full shape, dtype, value chunks "
+  CHECK_THAT(r.status().message(), Catch::Matchers::ContainsSubstring("disagree on full shape, dtype, value chunks "
                                                    "or interleaved blocks (rank 0 and rank 1)"));
 
   auto twice = pieces; // both ranks claim row 0 of every block
@@ -124,7 +124,7 @@ TEST_CASE("merge: interleaved shards go back to their rows of every block", "[ru
   r = assembleShards(twice);
   REQUIRE(!r.isOk());
   CHECK_THAT(r.status().message(),
-             Catch::Contains("replicas of 'w' [0:1 of 3 blocks, 0:2] differ between rank 0 and "
+             Catch::Matchers::ContainsSubstring("replicas of 'w' [0:1 of 3 blocks, 0:2] differ between rank 0 and "
                              "rank 1"));
 }
 

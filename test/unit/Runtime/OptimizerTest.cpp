@@ -2,7 +2,7 @@
 // parameters and gradients go through torch.optim (test/parity/
 // optim_reference.py, run with Debian's python3) and through ours, and the
 // results must be equal bit for bit. Skipped when that Python is missing.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include <cstdlib>
 #include <cstring>

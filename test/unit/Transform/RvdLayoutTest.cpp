@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include "nnsc/Transform/RvdLayout.h"
 #include "nnsc/Transform/RvdPrimitive.h"

@@ -2,7 +2,7 @@
 // collective in member order, and checks that each device ends holding the
 // consumer's piece: the groups, member orders and semantics of
 // RvdPrimitive.h, checked on every pair of layouts of small device groups.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include <map>
 #include <numeric>

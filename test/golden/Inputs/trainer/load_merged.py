@@ -21,11 +21,11 @@ def main():
     ap.add_argument("--reference")
     ap.add_argument("--initial")
     args = ap.parse_args()
-    sd = torch.load(args.merged)
+    sd = torch.load(args.merged, weights_only=True)
     model = GPT(CONFIGS["tiny"])
     print("load_state_dict:", model.load_state_dict(sd))
     if args.reference:
-        ref = torch.load(args.reference)
+        ref = torch.load(args.reference, weights_only=True)
         diff = max(float((sd[k] - v).abs().max()) for k, v in ref.items())
         print("matches reference" if diff <= 1e-5 else f"differs from reference by {diff}")
     if args.initial:

@@ -98,6 +98,7 @@ def slice_of(full, sl):
 def compile_program(path):
     with open(path) as f:
         src = f.read()
+    torch._C._jit_set_texpr_fuser_enabled(False)  # it can spin in backward() on 2.x
     cu = torch.jit.CompilationUnit()
     cu.define(src, rcb=lambda name: torch.ops.aten if name == "torch" else None)
     return cu
@@ -117,7 +118,7 @@ def main():
     sys.path.insert(0, EXAMPLES)
     common = load_module(os.path.join(EXAMPLES, "export_common.py"), "export_common")
     mod = load_module(os.path.join(ex_dir, "model.py"), "nnsc_example_model")
-    state_dict = torch.load(os.path.join(args.export_dir, "state_dict.pt"))
+    state_dict = torch.load(os.path.join(args.export_dir, "state_dict.pt"), weights_only=True)
     ranks = sorted(int(f[4:-3]) for f in os.listdir(args.ranks_dir)
                    if f.startswith("rank") and f.endswith(".pb"))
     for r in ranks:

@@ -1,0 +1,143 @@
+#include "MetaStandIns.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/script.h>
+
+namespace nnsc::trace {
+
+namespace {
+
+using TensorMap = std::map<const c10::TensorImpl *, at::Tensor>;
+
+// A CPU stand-in for a meta tensor: a broadcast zero (no memory), or a real
+// zero tensor when the operator writes into it (in-place and out= forms).
+at::Tensor standIn(const at::Tensor &t, bool written, TensorMap &back) {
+  at::TensorOptions cpu = t.options().device(at::kCPU);
+  at::Tensor s = written ? at::zeros(t.sizes(), cpu) : at::zeros({}, cpu).expand(t.sizes());
+  back[s.unsafeGetTensorImpl()] = t;
+  return s;
+}
+
+c10::IValue toStandIn(const c10::IValue &v, bool written, TensorMap &back) {
+  if (v.isTensor())
+    return v.toTensor().is_meta() ? standIn(v.toTensor(), written, back) : v;
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor &t : v.toTensorVector())
+      list.push_back(t.is_meta() ? standIn(t, written, back) : t);
+    return list;
+  }
+  if (v.isList()) { // e.g. Tensor?[] of aten::index
+    c10::impl::GenericList list(v.toList().elementType());
+    for (const c10::IValue &e : v.toListRef())
+      list.push_back(toStandIn(e, written, back));
+    return list;
+  }
+  if (v.isDevice() && v.toDevice().is_meta())
+    return c10::Device(c10::kCPU);
+  return v;
+}
+
+// Results go back to meta: an input the op wrote into is that input again, a
+// fresh tensor becomes an empty meta tensor of its shape and dtype. 0-dim CPU
+// results stay as they are (CPU scalars mix with tensors of any device).
+c10::IValue toMetaResult(const c10::IValue &v, const TensorMap &back) {
+  if (v.isTensor()) {
+    const at::Tensor &t = v.toTensor();
+    if (auto it = back.find(t.unsafeGetTensorImpl()); it != back.end())
+      return it->second;
+    if (t.is_meta() || t.dim() == 0)
+      return t;
+    return at::empty(t.sizes(), t.options().device(at::kMeta));
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor &t : v.toTensorVector())
+      list.push_back(toMetaResult(t, back).toTensor());
+    return list;
+  }
+  return v;
+}
+
+bool writesArgument(const c10::FunctionSchema &schema, size_t i) {
+  const auto &args = schema.arguments();
+  return i < args.size() && args[i].alias_info() && args[i].alias_info()->isWrite();
+}
+
+// The kernel itself: the dispatcher calls it for an operator with meta
+// arguments whenever that operator has no Meta kernel of its own.
+void metaStandInKernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  const c10::FunctionSchema &schema = op.schema();
+  size_t n = schema.arguments().size();
+  TensorMap back;
+  auto first = stack->end() - static_cast<std::ptrdiff_t>(n);
+  for (size_t i = 0; i < n; ++i)
+    first[i] = toStandIn(first[i], writesArgument(schema, i), back);
+  op.callBoxed(stack);
+  size_t results = schema.returns().size();
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(results); it != stack->end(); ++it)
+    *it = toMetaResult(*it, back);
+}
+
+bool needsStandIn(const c10::OperatorHandle &op) {
+  using c10::DispatchKey;
+  if (!op.hasSchema() || op.hasKernelForDispatchKey(DispatchKey::Meta))
+    return false;
+  // Composite kernels run on meta by calling other operators.
+  for (DispatchKey k : {DispatchKey::CompositeImplicitAutograd,
+                        DispatchKey::CompositeExplicitAutograd,
+                        DispatchKey::CompositeExplicitAutogradNonFunctional})
+    if (op.hasKernelForDispatchKey(k))
+      return false;
+  return op.hasKernelForDispatchKey(DispatchKey::CPU);
+}
+
+struct Registry {
+  std::mutex mutex;
+  std::set<std::string> covered; // "name.overload"
+  std::vector<std::unique_ptr<c10::RegistrationHandleRAII>> handles; // kept for the process
+};
+
+Registry &registry() {
+  static auto *r = new Registry; // never destroyed: kernels stay registered until exit
+  return *r;
+}
+
+} // namespace
+
+size_t installMetaStandIns() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  c10::Dispatcher &dispatcher = c10::Dispatcher::singleton();
+  size_t added = 0;
+  for (const c10::OperatorName &name : dispatcher.getAllOpNames()) {
+    std::string key = name.name + "." + name.overload_name;
+    if (r.covered.count(key))
+      continue;
+    auto op = dispatcher.findOp(name);
+    if (!op || !needsStandIn(*op))
+      continue;
+    r.handles.push_back(std::make_unique<c10::RegistrationHandleRAII>(dispatcher.registerImpl(
+        name, c10::DispatchKey::Meta,
+        c10::KernelFunction::makeFromBoxedFunction<&metaStandInKernel>(), c10::nullopt, nullptr,
+        "nnsc meta stand-in (lib/Trace/MetaStandIns.cpp)")));
+    r.covered.insert(key);
+    ++added;
+  }
+  return added;
+}
+
+size_t metaStandInCount() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.covered.size();
+}
+
+} // namespace nnsc::trace
