@@ -1,7 +1,9 @@
 """load_merged.py MERGED.pt [--reference FINAL.pt] [--initial MODEL.pt]
 
-Loads a merged checkpoint into the nanoGPT tiny model with load_state_dict
-(strict), and optionally compares it with a reference state_dict (within
+Loads a merged checkpoint with torch.load(weights_only=True) — what PyTorch
+2.6 does by default — into the nanoGPT tiny model with load_state_dict
+(strict), checks that it is what torch.save(model.state_dict()) writes (an
+OrderedDict of plain tensors, tied weights sharing one storage), and optionally compares it with a reference state_dict (within
 1e-5) or with a TorchScript archive's initial weights (exactly).
 """
 import argparse
@@ -24,6 +26,10 @@ def main():
     sd = torch.load(args.merged, weights_only=True)
     model = GPT(CONFIGS["tiny"])
     print("load_state_dict:", model.load_state_dict(sd))
+    plain = all(type(t) is torch.Tensor for t in sd.values())
+    print(f"{type(sd).__name__} of {len(sd)} tensors, plain: {plain}")
+    tied = sd["transformer.wte.weight"].data_ptr() == sd["lm_head.weight"].data_ptr()
+    print("tied weights share storage:", tied)
     if args.reference:
         ref = torch.load(args.reference, weights_only=True)
         diff = max(float((sd[k] - v).abs().max()) for k, v in ref.items())
