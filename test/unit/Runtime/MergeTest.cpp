@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <unistd.h>
 
 #include <ATen/ATen.h>
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
