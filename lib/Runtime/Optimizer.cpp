@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "nnsc/Torch/Compat.h"
+
 namespace nnsc::rt {
 
 namespace {
@@ -37,13 +39,23 @@ void Optimizer::adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled
     param.mul_(1 - lr * wd);
   else if (wd != 0)
     grad = grad.add(param, wd);
+  // Operation for operation as the torch.optim of the PyTorch this LibTorch
+  // belongs to (its single-tensor path), so the two agree bit for bit.
+#if NNSC_TORCH_AT_LEAST(2, 0)
+  s.expAvg.lerp_(grad, 1 - b1);
+#else
   s.expAvg.mul_(b1).add_(grad, 1 - b1);
+#endif
   s.expAvgSq.mul_(b2).addcmul_(grad, grad, 1 - b2);
   double step = s.step.item<float>();
   double bias1 = 1 - std::pow(b1, step);
   double bias2 = 1 - std::pow(b2, step);
   double stepSize = lr / bias1;
+#if NNSC_TORCH_AT_LEAST(2, 0)
+  double bias2Sqrt = std::pow(bias2, 0.5);
+#else
   double bias2Sqrt = std::sqrt(bias2);
+#endif
   at::Tensor denom = (s.expAvgSq.sqrt() / bias2Sqrt).add_(config_.eps);
   param.addcdiv_(s.expAvg, denom, -stepSize);
 }

@@ -18,7 +18,7 @@ namespace {
 Expected<c10::intrusive_ptr<c10d::Store>> connectStore(const LaunchEnv &env,
                                                        std::chrono::milliseconds timeout) {
   bool host = env.rank == 0 && !env.useAgentStore;
-  c10d::TCPStoreOptions opts;
+  c10d::TCPStoreOptions opts = torchcompat::tcpStoreOptions();
   opts.port = static_cast<uint16_t>(env.masterPort);
   opts.isServer = host;
   opts.numWorkers = env.worldSize;
@@ -26,7 +26,7 @@ Expected<c10::intrusive_ptr<c10d::Store>> connectStore(const LaunchEnv &env,
   opts.timeout = timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = torchcompat::makeTcpStore(env.masterAddr, opts);
+    store = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, opts);
   } catch (const std::exception &e) {
     std::string where = fmt::format("{}:{}", env.masterAddr, env.masterPort);
     if (host)

@@ -51,8 +51,14 @@ c10::IValue toStandIn(const c10::IValue &v, bool written, TensorMap &back) {
 c10::IValue toMetaResult(const c10::IValue &v, const TensorMap &back) {
   if (v.isTensor()) {
     const at::Tensor &t = v.toTensor();
-    if (auto it = back.find(t.unsafeGetTensorImpl()); it != back.end())
-      return it->second;
+    if (auto it = back.find(t.unsafeGetTensorImpl()); it != back.end()) {
+      // An out= kernel resizes its output (functional forms pass an empty
+      // {0} one): the meta tensor takes the shape the CPU kernel gave it.
+      at::Tensor meta = it->second;
+      if (meta.sizes() != t.sizes())
+        meta.resize_(t.sizes());
+      return meta;
+    }
     if (t.is_meta() || t.dim() == 0)
       return t;
     return at::empty(t.sizes(), t.options().device(at::kMeta));
@@ -86,6 +92,25 @@ void metaStandInKernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) 
     *it = toMetaResult(*it, back);
 }
 
+// aten::convolution_overrideable is what aten::_convolution calls for a
+// device it has no backend for (meta in LibTorch 1.13); its schema is
+// aten::convolution's, so the CPU convolution runs on the stand-ins.
+void metaConvolutionKernel(const c10::OperatorHandle &, torch::jit::Stack *stack) {
+  static const c10::OperatorHandle conv =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  metaStandInKernel(conv, stack);
+}
+
+// aten::one_hot refuses meta tensors (its class count may come from the
+// data); with an explicit num_classes the result's shape is known.
+at::Tensor metaOneHot(const at::Tensor &self, int64_t numClasses) {
+  TORCH_CHECK(numClasses >= 0,
+              "one_hot on the meta device needs an explicit num_classes; trace with --device cpu");
+  std::vector<int64_t> shape = self.sizes().vec();
+  shape.push_back(numClasses);
+  return at::empty(shape, self.options().dtype(at::kLong));
+}
+
 bool needsStandIn(const c10::OperatorHandle &op) {
   using c10::DispatchKey;
   if (!op.hasSchema() || op.hasKernelForDispatchKey(DispatchKey::Meta))
@@ -110,6 +135,30 @@ Registry &registry() {
   return *r;
 }
 
+size_t installOverrides(Registry &r, c10::Dispatcher &dispatcher) {
+  struct Override {
+    const char *name;
+    c10::KernelFunction kernel;
+  };
+  const Override overrides[] = {
+      {"aten::convolution_overrideable",
+       c10::KernelFunction::makeFromBoxedFunction<&metaConvolutionKernel>()},
+      {"aten::one_hot", c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaOneHot)},
+  };
+  size_t added = 0;
+  for (const Override &o : overrides) {
+    c10::OperatorName name(o.name, "");
+    if (r.covered.count(name.name + ".") || !dispatcher.findOp(name))
+      continue;
+    r.handles.push_back(std::make_unique<c10::RegistrationHandleRAII>(
+        dispatcher.registerImpl(name, c10::DispatchKey::Meta, o.kernel, c10::nullopt, nullptr,
+                                "nnsc meta override (lib/Trace/MetaStandIns.cpp)")));
+    r.covered.insert(name.name + ".");
+    ++added;
+  }
+  return added;
+}
+
 } // namespace
 
 size_t installMetaStandIns() {
@@ -131,6 +180,7 @@ size_t installMetaStandIns() {
     r.covered.insert(key);
     ++added;
   }
+  added += installOverrides(r, dispatcher);
   return added;
 }
 

@@ -11,23 +11,40 @@
 
 namespace nnsc::torchcompat {
 
-/// Creates a TCPStore. 2.4+ asks for libuv's server by default, which a
-/// LibTorch built without libuv (Debian's) refuses; LibTorch does not export
-/// its "is libuv available" query, so a server that fails with libuv is
-/// retried once with the classic server (a real failure, such as a port in
-/// use, fails again and is reported). Clients connect the same either way.
-inline c10::intrusive_ptr<c10d::TCPStore> makeTcpStore(const std::string &host,
-                                                       c10d::TCPStoreOptions opts) {
+/// Whether this LibTorch's TCPStore can use libuv (2.4+ asks for it by
+/// default, server and client alike, and a LibTorch built without it, such as
+/// Debian's 2.6, refuses). LibTorch does not export its own query, so the
+/// answer comes from starting a libuv server on an ephemeral loopback port
+/// once per process.
+inline bool libuvStoreAvailable() {
 #if NNSC_TORCH_AT_LEAST(2, 4)
-  if (opts.isServer && opts.useLibUV) {
+  static const bool available = [] {
+    c10d::TCPStoreOptions probe;
+    probe.port = 0;
+    probe.isServer = true;
+    probe.waitWorkers = false;
+    probe.useLibUV = true;
     try {
-      return c10::make_intrusive<c10d::TCPStore>(host, opts);
+      c10d::TCPStore store("127.0.0.1", probe);
+      return true;
     } catch (const std::exception &) {
-      opts.useLibUV = false;
+      return false;
     }
-  }
+  }();
+  return available;
+#else
+  return false;
 #endif
-  return c10::make_intrusive<c10d::TCPStore>(host, opts);
+}
+
+/// Store options for this LibTorch: libuv where it has it, the classic
+/// TCPStore otherwise.
+inline c10d::TCPStoreOptions tcpStoreOptions() {
+  c10d::TCPStoreOptions opts;
+#if NNSC_TORCH_AT_LEAST(2, 4)
+  opts.useLibUV = libuvStoreAvailable();
+#endif
+  return opts;
 }
 
 } // namespace nnsc::torchcompat

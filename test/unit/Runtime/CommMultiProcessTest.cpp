@@ -5,6 +5,7 @@
 #include "CommTestUtil.h" // first: see there
 
 #include "SpawnWorkers.h"
+#include "nnsc/Torch/Compat.h"
 #include "nnsc/Runtime/Program.h"
 
 using namespace nnsc;
@@ -179,8 +180,9 @@ TEST_CASE("comm worker: collectives", "[.worker]") {
 }
 
 TEST_CASE("collectives and nnsc ops on 2 ranks, store hosted by the launcher") {
-  // Like torchrun's agent: this process hosts the store, workers connect.
-  c10d::TCPStoreOptions opts;
+  // Like torchrun's agent: this process hosts the store, workers connect
+  // (libuv's store where this LibTorch has it, the classic one otherwise).
+  c10d::TCPStoreOptions opts = torchcompat::tcpStoreOptions();
   opts.port = 0;
   opts.isServer = true;
   opts.waitWorkers = false;

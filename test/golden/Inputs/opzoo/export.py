@@ -6,8 +6,9 @@ examples are, see examples/export_common.py); its forward returns a 0-dim loss f
 test opzoo.test traces each on meta and on the CPU and compares the two graphs. Only operators
 that exist in torch 1.13 and 2.x are used, on tiny shapes, with fixed seeds.
 
-The PENDING models (conv, metagaps) hold the ops with rules that do not yet trace on meta; they
-are exported only when named.
+conv and metagaps hold the operators that first traced wrongly on meta (no Meta kernel for an
+out= form the functional one calls, convolution_overrideable, one_hot on 1.13): see
+lib/Trace/MetaStandIns.cpp.
 """
 import argparse
 import os
@@ -212,7 +213,7 @@ class Pool(nn.Module):
 
 
 class Conv(nn.Module):
-    """Convolutions (not in the zoo's test: they fail on meta, see PENDING)."""
+    """Convolutions: aten::_convolution reaches convolution_overrideable on meta."""
 
     def __init__(self):
         super().__init__()
@@ -228,7 +229,8 @@ class Conv(nn.Module):
 
 
 class MetaGaps(nn.Module):
-    """Ops with rules that do not trace on meta under LibTorch 1.13 (see PENDING)."""
+    """Ops whose functional form calls an out= kernel that has no Meta kernel, and one_hot
+    (1.13 refuses meta inputs)."""
 
     def forward(self, x, ids):
         # x: [4, 8]; ids: [4] in [0, 5)
@@ -302,11 +304,6 @@ MODELS = {
     "loss": (Loss, [("logits", [4, 5], "float32", [-1, 1]), ("target", [4], "int64", [0, 5]),
                     ("pred", [4, 6], "float32", [-1, 1]), ("ref", [4, 6], "float32", [-1, 1])]),
     "create": (Create, [("x", [3, 4], "float32", [-1, 1]), ("n", [3, 4], "int64", [0, 8])]),
-}
-
-
-# Models outside the golden test until their ops trace on meta: export them by name.
-PENDING = {
     "conv": (Conv, IMAGES),
     "metagaps": (MetaGaps, [("x", [4, 8], "float32", [-1, 1]), ("ids", [4], "int64", [0, 5])]),
 }
@@ -316,10 +313,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
     p.add_argument("names", nargs="*",
-                   help="models to export (default: every model but the PENDING ones)")
+                   help="models to export (default: every model)")
     cli = p.parse_args()
     for name in cli.names or MODELS:
-        cls, inputs = MODELS[name] if name in MODELS else PENDING[name]
+        cls, inputs = MODELS[name]
         seed_everything(0)
         specs = [dict(name=n, shape=s, dtype=d, range=r) for n, s, d, r in inputs]
         args = argparse.Namespace(out=os.path.join(cli.out, name), meta=False, eval=False,
