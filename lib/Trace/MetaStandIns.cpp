@@ -111,6 +111,15 @@ at::Tensor metaOneHot(const at::Tensor &self, int64_t numClasses) {
   return at::empty(shape, self.options().dtype(at::kLong));
 }
 
+// aten::where.self, shapes only: torch.where and SDPA's math path (which a
+// meta trace takes) call it on [B, H, L, S] scores, which a stand-in would
+// materialize on the CPU (8 GiB a layer for Llama-3-8B at 8K tokens).
+at::Tensor metaWhere(const at::Tensor &condition, const at::Tensor &self, const at::Tensor &other) {
+  std::vector<int64_t> shape =
+      at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
+  return at::empty(shape, self.options().dtype(at::result_type(self, other)).device(at::kMeta));
+}
+
 bool needsStandIn(const c10::OperatorHandle &op) {
   using c10::DispatchKey;
   if (!op.hasSchema() || op.hasKernelForDispatchKey(DispatchKey::Meta))
@@ -135,25 +144,31 @@ Registry &registry() {
   return *r;
 }
 
+// Kernels of nnsc's own for operators the generic stand-in cannot serve (or
+// serves at too high a cost); each only where the LibTorch has no Meta kernel.
 size_t installOverrides(Registry &r, c10::Dispatcher &dispatcher) {
   struct Override {
     const char *name;
+    const char *overload;
     c10::KernelFunction kernel;
   };
   const Override overrides[] = {
-      {"aten::convolution_overrideable",
+      {"aten::convolution_overrideable", "",
        c10::KernelFunction::makeFromBoxedFunction<&metaConvolutionKernel>()},
-      {"aten::one_hot", c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaOneHot)},
+      {"aten::one_hot", "", c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaOneHot)},
+      {"aten::where", "self", c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaWhere)},
   };
   size_t added = 0;
   for (const Override &o : overrides) {
-    c10::OperatorName name(o.name, "");
-    if (r.covered.count(name.name + ".") || !dispatcher.findOp(name))
+    c10::OperatorName name(o.name, o.overload);
+    std::string key = name.name + "." + name.overload_name;
+    auto op = dispatcher.findOp(name);
+    if (r.covered.count(key) || !op || op->hasKernelForDispatchKey(c10::DispatchKey::Meta))
       continue;
     r.handles.push_back(std::make_unique<c10::RegistrationHandleRAII>(
         dispatcher.registerImpl(name, c10::DispatchKey::Meta, o.kernel, c10::nullopt, nullptr,
                                 "nnsc meta override (lib/Trace/MetaStandIns.cpp)")));
-    r.covered.insert(name.name + ".");
+    r.covered.insert(key);
     ++added;
   }
   return added;
@@ -165,7 +180,7 @@ size_t installMetaStandIns() {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   c10::Dispatcher &dispatcher = c10::Dispatcher::singleton();
-  size_t added = 0;
+  size_t added = installOverrides(r, dispatcher);
   for (const c10::OperatorName &name : dispatcher.getAllOpNames()) {
     std::string key = name.name + "." + name.overload_name;
     if (r.covered.count(key))
@@ -180,7 +195,6 @@ size_t installMetaStandIns() {
     r.covered.insert(key);
     ++added;
   }
-  added += installOverrides(r, dispatcher);
   return added;
 }
 

@@ -16,7 +16,7 @@ namespace Matchers {
 /// v3's name for v2's string Contains (v3's Contains is the range matcher).
 inline StdString::ContainsMatcher ContainsSubstring(const std::string &s,
                                                    CaseSensitive::Choice cs = CaseSensitive::Yes) {
-  return ContainsSubstring(s, cs);
+  return Contains(s, cs);
 }
 } // namespace Matchers
 } // namespace Catch
