@@ -1,7 +1,8 @@
 """End-to-end parity of nnsc against single-device PyTorch.
 
 parity.py --example nanogpt|mlp|llama --dp 2 [--accum 2] [--steps 20]
-          [--policy dp|tp|data|file [--tp T] [--plan-file F]] --bin BUILD/bin --work DIR
+          [--policy dp|tp|data|file [--tp T] [--plan-file F]]
+          [--attention explicit|sdpa|auto] [--trace-device meta|cpu] --bin BUILD/bin --work DIR
 
 export (tiny config, dropout 0) → nnsc-trace → nnsc-plan (policy; plans of
 --tp devices per copy, --dp copies: tp x dp ranks) → nnsc-codegen →
@@ -18,7 +19,12 @@ so --outliers F lets up to a fraction F of a tensor's elements (at least one)
 exceed --rtol as long as they stay within 10 x --rtol; the table names every
 tensor that needed it. --f64-floor also trains a float64 reference and prints,
 for those tensors, how far nnsc and float32 PyTorch each are from it.
-Prints a table and `parity: N passed, 0 failed` on success."""
+Prints a table and `parity: N passed, 0 failed` on success.
+
+--attention picks the attention form of nanogpt and llama (their export's option; default
+explicit, today's matmul + mask + softmax). With --attention sdpa on a torch without
+F.scaled_dot_product_attention (1.13) the run is skipped: exit code 77 (ctest's
+SKIP_RETURN_CODE)."""
 import argparse
 import json
 import os
@@ -31,6 +37,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = sys.executable
+SKIPPED = 77  # ctest SKIP_RETURN_CODE
 
 
 def run(cmd, **kw):
@@ -185,15 +192,30 @@ def main():
                     help="fraction of a weight tensor's elements allowed beyond --rtol (see above)")
     ap.add_argument("--f64-floor", action="store_true",
                     help="also train a float64 reference and show distances to it")
+    ap.add_argument("--attention", default="explicit", choices=["explicit", "sdpa", "auto"],
+                    help="attention form of nanogpt and llama (export.py --attention)")
+    ap.add_argument("--trace-device", choices=["meta", "cpu"],
+                    help="nnsc-trace --device (default: nnsc-trace's own)")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
     work, b = args.work, args.bin
+    if args.attention == "sdpa" and not hasattr(torch.nn.functional,
+                                                "scaled_dot_product_attention"):
+        print(f"parity: skipped: torch {torch.__version__} has no scaled_dot_product_attention")
+        sys.exit(SKIPPED)
     os.makedirs(work, exist_ok=True)
-    run([PY, f"{ROOT}/examples/{args.example}/export.py", "--config", "tiny", "--out", f"{work}/model"])
+    export = [PY, f"{ROOT}/examples/{args.example}/export.py", "--config", "tiny", "--out",
+              f"{work}/model"]
+    if args.example != "mlp":
+        export += ["--attention", args.attention]
+    run(export)
     data = prepare_data(args, work, b)
-    run([f"{b}/nnsc-trace", f"{work}/model/model.pt", "--inputs", f"{work}/model/inputs.yaml",
-         "-o", f"{work}/trace"])
+    trace = [f"{b}/nnsc-trace", f"{work}/model/model.pt", "--inputs", f"{work}/model/inputs.yaml",
+             "-o", f"{work}/trace"]
+    if args.trace_device:
+        trace += ["--device", args.trace_device]
+    run(trace)
     ngpus = args.tp * args.dp
     plan = [f"{b}/nnsc-plan", f"{work}/trace/graph.pb", "--policy", args.policy,
             "--runtime-ngpus", str(ngpus), "-o", f"{work}/plan.pb"]
