@@ -1,7 +1,7 @@
 // aten::scaled_dot_product_attention: the rule's annotation for plain,
 // grouped-query and masked attention, bound to the node's shapes, and what
 // cutting the batch or the heads does to every operand.
-#include <catch2/catch.hpp>
+#include "../CatchCompat.h"
 
 #include "nnsc/Ops/AnnotationSplit.h"
 #include "nnsc/Ops/OpRegistry.h"
