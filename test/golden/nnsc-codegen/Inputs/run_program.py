@@ -1,7 +1,7 @@
 """Run nnsc-codegen's per-rank programs in Python and compare them with the original model.
 
     run_program.py EXAMPLE CONFIG EXPORT_DIR RANKS_DIR [--seed N] [--shards-only]
-                   [--attention auto|sdpa|explicit]
+                   [--attention auto|sdpa|explicit] [--model-dir DIR]
 
 For every rank{r}.pb in RANKS_DIR: reads the manifest (nnsc-codegen --print-manifest --json),
 checks each shard in rank{r}.safetensors against the model's state_dict (sliced by its SliceMap;
@@ -117,8 +117,10 @@ def main():
     p.add_argument("--shards-only", action="store_true",
                    help="only check every rank's shards against the state_dict")
     p.add_argument("--attention", help="the attention form the export was given (nanogpt, llama)")
+    p.add_argument("--model-dir", help="the directory of EXAMPLE's model.py (default: "
+                                       "examples/EXAMPLE)")
     args = p.parse_args()
-    ex_dir = os.path.join(EXAMPLES, args.example)
+    ex_dir = args.model_dir or os.path.join(EXAMPLES, args.example)
     sys.path.insert(0, EXAMPLES)
     common = load_module(os.path.join(EXAMPLES, "export_common.py"), "export_common")
     mod = load_module(os.path.join(ex_dir, "model.py"), "nnsc_example_model")
