@@ -109,14 +109,15 @@ TEST_CASE("sdpa splits over batch and heads; sequence and head dims are frozen",
   // Without a heads dim, or with several batch dims before it.
   CHECK(annotateSdpa({{2, 16, 8}, {2, 16, 8}, {2, 16, 8}}, {2, 16, 8}).text ==
         "a l^ e^, a s^ e^, a s^ f^ -> a l^ f^");
-  CHECK(annotateSdpa({{3, 2, 4, 16, 8}, {3, 2, 4, 16, 8}, {3, 2, 4, 16, 8}}, {3, 2, 4, 16, 8})
-            .text == "a b h l^ e^, a b h s^ e^, a b h s^ f^ -> a b h l^ f^");
+  CHECK(
+      annotateSdpa({{3, 2, 4, 16, 8}, {3, 2, 4, 16, 8}, {3, 2, 4, 16, 8}}, {3, 2, 4, 16, 8}).text ==
+      "a b h l^ e^, a b h s^ e^, a b h s^ f^ -> a b h l^ f^");
 }
 
 TEST_CASE("sdpa with grouped query heads cuts q's and k/v's heads alike", "[ops][rules][sdpa]") {
   // 8 query heads over 2 key/value heads: query head i reads kv head i / 4.
-  Annotated a = annotateSdpa({{2, 8, 16, 8}, {2, 2, 16, 8}, {2, 2, 16, 8}}, {2, 8, 16, 8}, true,
-                             true);
+  Annotated a =
+      annotateSdpa({{2, 8, 16, 8}, {2, 2, 16, 8}, {2, 2, 16, 8}}, {2, 8, 16, 8}, true, true);
   CHECK(a.text == "a (h r) l^ e^, a h s^ e^, a h s^ f^ -> a (h r) l^ f^");
   CHECK(a.bound->sizes.at("h") == 2);
   CHECK(a.bound->sizes.at("r") == 4);
@@ -133,8 +134,9 @@ TEST_CASE("sdpa with grouped query heads cuts q's and k/v's heads alike", "[ops]
   CHECK((batch.inputDims == Dims{0, 0, 0} && batch.outputDims == Dims{0}));
 
   // Equal head counts under enable_gqa are plain attention.
-  CHECK(annotateSdpa({{2, 4, 16, 8}, {2, 4, 16, 8}, {2, 4, 16, 8}}, {2, 4, 16, 8}, true, true)
-            .text == "a h l^ e^, a h s^ e^, a h s^ f^ -> a h l^ f^");
+  CHECK(
+      annotateSdpa({{2, 4, 16, 8}, {2, 4, 16, 8}, {2, 4, 16, 8}}, {2, 4, 16, 8}, true, true).text ==
+      "a h l^ e^, a h s^ e^, a h s^ f^ -> a h l^ f^");
 }
 
 TEST_CASE("sdpa's mask follows the score dims it has", "[ops][rules][sdpa]") {
@@ -153,9 +155,8 @@ TEST_CASE("sdpa's mask follows the score dims it has", "[ops][rules][sdpa]") {
   Annotated full = annotateSdpa({q, kv, kv, {2, 4, 16, 12}}, q, false);
   CHECK(cut(full, "h", 4).inputDims == Dims{1, 1, 1, 1});
   // A query-head mask under grouped queries takes the merged dim.
-  Annotated grouped =
-      annotateSdpa({{2, 8, 16, 8}, {2, 2, 16, 8}, {2, 2, 16, 8}, {1, 8, 16, 16}}, {2, 8, 16, 8},
-                   false, true);
+  Annotated grouped = annotateSdpa({{2, 8, 16, 8}, {2, 2, 16, 8}, {2, 2, 16, 8}, {1, 8, 16, 16}},
+                                   {2, 8, 16, 8}, false, true);
   CHECK(grouped.text == "a (h r) l^ e^, a h s^ e^, a h s^ f^, 1 (h r) l^ s^ -> a (h r) l^ f^");
   ops::SplitEffect heads = cut(grouped, "h", 2);
   CHECK((heads.inputDims == Dims{1, 1, 1, 1} && heads.outputDims == Dims{1}));
@@ -166,8 +167,9 @@ TEST_CASE("sdpa shapes the rule does not know stay replicate-only", "[ops][rules
   // Different head counts without enable_gqa, heads that do not group evenly,
   // a mask that does not broadcast to the scores.
   CHECK(annotateSdpa({{2, 8, 16, 8}, {2, 2, 16, 8}, {2, 2, 16, 8}}, {2, 8, 16, 8}).text == "");
-  CHECK(annotateSdpa({{2, 6, 16, 8}, {2, 4, 16, 8}, {2, 4, 16, 8}}, {2, 6, 16, 8}, true, true)
-            .text == "");
+  CHECK(
+      annotateSdpa({{2, 6, 16, 8}, {2, 4, 16, 8}, {2, 4, 16, 8}}, {2, 6, 16, 8}, true, true).text ==
+      "");
   CHECK(annotateSdpa({{2, 4, 16, 8}, {2, 4, 16, 8}, {2, 4, 16, 8}, {3, 16, 16}}, {2, 4, 16, 8})
             .text == "");
 }
