@@ -16,10 +16,17 @@ import random
 import time
 
 import torch
+import torch.nn.functional as F
 
 
-def parse_args(description, configs, default_config="default"):
+def parse_args(description, configs, default_config="default", attention=False):
+    """The export options; `attention` adds --attention auto|sdpa|explicit (models with
+    attention: auto is F.scaled_dot_product_attention when the torch has it)."""
     p = argparse.ArgumentParser(description=description)
+    if attention:
+        p.add_argument("--attention", default="auto", choices=["auto", "sdpa", "explicit"],
+                       help="attention form: sdpa (F.scaled_dot_product_attention, torch 2.x), "
+                            "explicit (matmul + mask + softmax) or auto (sdpa when available)")
     p.add_argument("--config", default=default_config, choices=sorted(configs))
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--meta", action="store_true",
@@ -29,7 +36,11 @@ def parse_args(description, configs, default_config="default"):
                    help="batch size of the sample inputs (default: per config)")
     p.add_argument("--eval", action="store_true",
                    help="trace in eval mode (default: train mode, dropout active)")
-    return p.parse_args()
+    args = p.parse_args()
+    if attention and args.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        p.error("--attention sdpa: torch %s has no F.scaled_dot_product_attention" %
+                torch.__version__)
+    return args
 
 
 def seed_everything(seed):

@@ -1,4 +1,6 @@
-"""Export the Llama-3 example: export.py --config tiny|default|8b --out DIR [--meta] [--seed N] [--batch B]"""
+"""Export the Llama-3 example: export.py --config tiny|default|8b --out DIR [--meta] [--seed N] [--batch B]
+           [--attention auto|sdpa|explicit]"""
+import dataclasses
 import os
 import sys
 
@@ -8,9 +10,9 @@ from model import CONFIGS, Llama, input_specs  # noqa: E402
 
 
 def main():
-    args = parse_args(__doc__, CONFIGS)
+    args = parse_args(__doc__, CONFIGS, attention=True)
     seed_everything(args.seed)
-    cfg = CONFIGS[args.config]
+    cfg = dataclasses.replace(CONFIGS[args.config], attention=args.attention)
     model = Llama(cfg, device="meta" if args.meta else None)
     export(model, input_specs(cfg, args.batch), args)
 

@@ -1,10 +1,12 @@
 """Llama-3 architecture, end to end: forward(idx, targets) -> loss.
 
 RMSNorm, rotary position embeddings (precomputed cos/sin buffers, rotate_half form, no complex
-numbers), grouped-query attention (n_kv_heads < n_heads; K/V heads repeated with
-expand + reshape), SwiGLU MLP (gate/up/down projections), no biases, untied lm_head and a
-cross-entropy loss. Attention is matmul + causal mask + softmax (torch 1.13 has no
-scaled_dot_product_attention).
+numbers), grouped-query attention (n_kv_heads < n_heads), SwiGLU MLP (gate/up/down projections), no
+biases, untied lm_head and a cross-entropy loss. Attention, with an additive causal mask, is
+F.scaled_dot_product_attention where the torch has it (2.x: enable_gqa=True where it has that,
+2.5+, else K/V heads repeated first), otherwise (torch 1.13) K/V heads repeated with
+expand + reshape, then matmul + mask + softmax. LlamaConfig.attention ("auto", "sdpa" or
+"explicit") pins a form.
 """
 import math
 from dataclasses import dataclass
@@ -26,6 +28,32 @@ class LlamaConfig:
     norm_eps: float = 1e-5
     rope_theta: float = 500000.0
     batch: int = 1
+    attention: str = "auto"  # auto (sdpa when the torch has it) | sdpa | explicit
+
+
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+
+
+def use_sdpa(attention):
+    """Whether the attention form `attention` (auto | sdpa | explicit) means SDPA here."""
+    if attention not in ("auto", "sdpa", "explicit"):
+        raise ValueError("attention must be auto, sdpa or explicit, not %r" % attention)
+    if attention == "sdpa" and not HAS_SDPA:
+        raise RuntimeError("attention=sdpa: torch %s has no "
+                           "F.scaled_dot_product_attention" % torch.__version__)
+    return attention == "sdpa" or (attention == "auto" and HAS_SDPA)
+
+
+def sdpa_has_gqa():
+    """Whether F.scaled_dot_product_attention takes enable_gqa (torch 2.5+)."""
+    if not HAS_SDPA:
+        return False
+    q, kv = torch.zeros(1, 2, 1, 1), torch.zeros(1, 1, 1, 1)
+    try:
+        F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+    except TypeError:
+        return False
+    return True
 
 
 CONFIGS = {
@@ -85,6 +113,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(cfg.dim, cfg.n_kv_heads * hd, bias=False, device=device)
         self.v_proj = nn.Linear(cfg.dim, cfg.n_kv_heads * hd, bias=False, device=device)
         self.o_proj = nn.Linear(cfg.n_heads * hd, cfg.dim, bias=False, device=device)
+        self.sdpa = use_sdpa(cfg.attention)
+        self.gqa = self.sdpa and self.n_rep > 1 and sdpa_has_gqa()
 
     def forward(self, x, cos, sin, mask):
         B, T, _ = x.shape
@@ -94,9 +124,14 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(B, T, self.n_kv_heads, hd)
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
-        k = repeat_kv(k, self.n_rep)
-        v = repeat_kv(v, self.n_rep)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, hd)
+        if not self.gqa:
+            k = repeat_kv(k, self.n_rep)
+            v = repeat_kv(v, self.n_rep)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H|n_kv, T, hd)
+        if self.sdpa:
+            gqa = {"enable_gqa": True} if self.gqa else {}
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **gqa)
+            return self.o_proj(out.transpose(1, 2).contiguous().view(B, T, -1))
         scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(hd)
         scores = scores + mask  # (T, T) additive causal mask
         probs = F.softmax(scores.float(), dim=-1).type_as(q)

@@ -2,8 +2,9 @@
 
 Token + learned position embeddings, n_layer pre-LayerNorm blocks (causal self-attention, GELU
 MLP), a final LayerNorm and an lm_head whose weight is tied to the token embedding.
-Attention is written with matmul + masked_fill + softmax (torch 1.13 has no
-scaled_dot_product_attention); the causal mask is a registered lower-triangular `bias` buffer.
+Attention is F.scaled_dot_product_attention(is_causal=True) where the torch has it (2.x), as
+nanoGPT does; otherwise (torch 1.13) matmul + masked_fill + softmax over a registered
+lower-triangular `bias` buffer. GPTConfig.attention ("auto", "sdpa" or "explicit") pins a form.
 """
 import math
 from dataclasses import dataclass
@@ -23,6 +24,20 @@ class GPTConfig:
     dropout: float = 0.2
     bias: bool = False
     batch: int = 8
+    attention: str = "auto"  # auto (sdpa when the torch has it) | sdpa | explicit
+
+
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+
+
+def use_sdpa(attention):
+    """Whether the attention form `attention` (auto | sdpa | explicit) means SDPA here."""
+    if attention not in ("auto", "sdpa", "explicit"):
+        raise ValueError("attention must be auto, sdpa or explicit, not %r" % attention)
+    if attention == "sdpa" and not HAS_SDPA:
+        raise RuntimeError("attention=sdpa: torch %s has no "
+                           "F.scaled_dot_product_attention" % torch.__version__)
+    return attention == "sdpa" or (attention == "auto" and HAS_SDPA)
 
 
 CONFIGS = {
@@ -63,8 +78,11 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias, device=device)
         self.attn_dropout = nn.Dropout(cfg.dropout)
         self.resid_dropout = nn.Dropout(cfg.dropout)
-        mask = torch.tril(torch.ones(cfg.block_size, cfg.block_size, device=device))
-        self.register_buffer("bias", mask.view(1, 1, cfg.block_size, cfg.block_size))
+        self.dropout = cfg.dropout
+        self.flash = use_sdpa(cfg.attention)
+        if not self.flash:
+            mask = torch.tril(torch.ones(cfg.block_size, cfg.block_size, device=device))
+            self.register_buffer("bias", mask.view(1, 1, cfg.block_size, cfg.block_size))
 
     def forward(self, x):
         B, T, C = x.size()
@@ -74,11 +92,16 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        att = self.attn_dropout(att)
-        y = att @ v  # (B, nh, T, hs)
+        if self.flash:
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=None, dropout_p=self.dropout if self.training else 0.0,
+                is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = att @ v  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 

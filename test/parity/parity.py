@@ -1,13 +1,16 @@
 """End-to-end parity of nnsc against single-device PyTorch.
 
-parity.py --example nanogpt|mlp|llama --dp 2 [--accum 2] [--steps 20]
-          [--policy dp|tp|data|file [--tp T] [--plan-file F]] --bin BUILD/bin --work DIR
+parity.py --example nanogpt|mlp|llama|sdpa --dp 2 [--accum 2] [--steps 20]
+          [--policy dp|tp|data|file [--tp T] [--plan-file F]]
+          [--attention explicit|sdpa|auto] [--trace-device meta|cpu] --bin BUILD/bin --work DIR
 
 export (tiny config, dropout 0) → nnsc-trace → nnsc-plan (policy; plans of
 --tp devices per copy, --dp copies: tp x dp ranks) → nnsc-codegen →
 nnsc-run on tp x dp CPU processes (Gloo) → nnsc-merge-ckpt; then
 nanogpt and llama train on a character-tokenized text (data.kind tokens), mlp on a
-generated classification set written as safetensors (data.kind tensors);
+generated classification set written as safetensors (data.kind tensors), sdpa
+(test/parity/sdpa: every argument form of scaled_dot_product_attention, torch
+2.5+) on a generated regression set;
 test/parity/reference_train.py trains the same archive in one process on the
 same batches (one batch per data-parallel copy: a tensor-parallel plan must
 reproduce single-device math). Every step's loss and the merged final weights
@@ -18,7 +21,13 @@ so --outliers F lets up to a fraction F of a tensor's elements (at least one)
 exceed --rtol as long as they stay within 10 x --rtol; the table names every
 tensor that needed it. --f64-floor also trains a float64 reference and prints,
 for those tensors, how far nnsc and float32 PyTorch each are from it.
-Prints a table and `parity: N passed, 0 failed` on success."""
+Prints a table and `parity: N passed, 0 failed` on success.
+
+--attention picks the attention form of nanogpt and llama (their export's option; default
+explicit, today's matmul + mask + softmax). With --attention sdpa on a torch without
+F.scaled_dot_product_attention (1.13), or --example sdpa on one without its
+enable_gqa (before 2.5), the run is skipped: exit code 77 (ctest's
+SKIP_RETURN_CODE)."""
 import argparse
 import json
 import os
@@ -31,6 +40,20 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = sys.executable
+SKIPPED = 77  # ctest SKIP_RETURN_CODE
+
+
+def sdpa_has_gqa(gqa=True):
+    """Whether this torch has F.scaled_dot_product_attention (and, with gqa, its enable_gqa)."""
+    f = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    if f is None or not gqa:
+        return f is not None
+    try:
+        f(torch.zeros(1, 2, 1, 1), torch.zeros(1, 1, 1, 1), torch.zeros(1, 1, 1, 1),
+          enable_gqa=True)
+    except TypeError:
+        return False
+    return True
 
 
 def run(cmd, **kw):
@@ -81,8 +104,29 @@ def classification_data(out_dir, samples=512, features=16, classes=8):
     return out_dir
 
 
+def regression_data(out_dir, samples=256, seq=8, dim=16):
+    """x ~ N(0, 1) [samples, seq, dim], y = tanh of a fixed random projection of x;
+    torch.Generator seed 0 (train) and 1 (val)."""
+    os.makedirs(out_dir, exist_ok=True)
+    proj = torch.randn(dim, dim, generator=torch.Generator().manual_seed(42))
+    for split, seed in (("train", 0), ("val", 1)):
+        x = torch.randn(samples, seq, dim, generator=torch.Generator().manual_seed(seed))
+        write_safetensors(f"{out_dir}/{split}.safetensors", {"x": x, "y": torch.tanh(x @ proj)})
+    return out_dir
+
+
+def export_script(example):
+    if example == "sdpa":
+        return f"{HERE}/sdpa/export.py"
+    return f"{ROOT}/examples/{example}/export.py"
+
+
 def prepare_data(args, work, b):
     """The data directory and the config's data section for the example."""
+    if args.example == "sdpa":
+        data = regression_data(f"{work}/data")
+        return {"kind": "tensors", "train": f"{data}/train.safetensors",
+                "val": f"{data}/val.safetensors"}
     if args.example == "mlp":
         data = classification_data(f"{work}/data")
         return {"kind": "tensors", "train": f"{data}/train.safetensors",
@@ -168,7 +212,7 @@ def compare(args, work):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--example", required=True, choices=["nanogpt", "mlp", "llama"])
+    ap.add_argument("--example", required=True, choices=["nanogpt", "mlp", "llama", "sdpa"])
     ap.add_argument("--dp", type=int, default=2, help="data-parallel copies")
     ap.add_argument("--policy", default="dp", choices=["dp", "tp", "data", "file"])
     ap.add_argument("--tp", type=int, default=1, help="plan devices per copy")
@@ -185,15 +229,30 @@ def main():
                     help="fraction of a weight tensor's elements allowed beyond --rtol (see above)")
     ap.add_argument("--f64-floor", action="store_true",
                     help="also train a float64 reference and show distances to it")
+    ap.add_argument("--attention", default="explicit", choices=["explicit", "sdpa", "auto"],
+                    help="attention form of nanogpt and llama (export.py --attention)")
+    ap.add_argument("--trace-device", choices=["meta", "cpu"],
+                    help="nnsc-trace --device (default: nnsc-trace's own)")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
     work, b = args.work, args.bin
+    need_gqa = args.example == "sdpa"
+    if (args.attention == "sdpa" or need_gqa) and not sdpa_has_gqa(need_gqa):
+        print(f"parity: skipped: torch {torch.__version__} has no scaled_dot_product_attention"
+              f"{' with enable_gqa' if need_gqa else ''}")
+        sys.exit(SKIPPED)
     os.makedirs(work, exist_ok=True)
-    run([PY, f"{ROOT}/examples/{args.example}/export.py", "--config", "tiny", "--out", f"{work}/model"])
+    export = [PY, export_script(args.example), "--config", "tiny", "--out", f"{work}/model"]
+    if args.example in ("nanogpt", "llama"):
+        export += ["--attention", args.attention]
+    run(export)
     data = prepare_data(args, work, b)
-    run([f"{b}/nnsc-trace", f"{work}/model/model.pt", "--inputs", f"{work}/model/inputs.yaml",
-         "-o", f"{work}/trace"])
+    trace = [f"{b}/nnsc-trace", f"{work}/model/model.pt", "--inputs", f"{work}/model/inputs.yaml",
+             "-o", f"{work}/trace"]
+    if args.trace_device:
+        trace += ["--device", args.trace_device]
+    run(trace)
     ngpus = args.tp * args.dp
     plan = [f"{b}/nnsc-plan", f"{work}/trace/graph.pb", "--policy", args.policy,
             "--runtime-ngpus", str(ngpus), "-o", f"{work}/plan.pb"]

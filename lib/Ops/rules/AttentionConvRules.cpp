@@ -1,4 +1,7 @@
 // Convolutions, pooling and fused attention.
+#include <algorithm>
+#include <optional>
+
 #include "RuleUtil.h"
 #include "Rules.h"
 
@@ -35,6 +38,13 @@ std::vector<std::string> convRule(const ir::Graph &g, const ir::Node &n) {
   return single(annoStr(all, {outs}));
 }
 
+/// The operand shapes of a scaled_dot_product_attention node; `groups` is the
+/// number r of query heads per key/value head (1 without grouped queries).
+struct SdpaShapes {
+  ir::Shape q, k, v;
+  int64_t groups;
+};
+
 /// Spatial rank from the op name ("max_pool2d" -> 2).
 size_t spatialRank(const std::string &op) {
   for (size_t r = 1; r <= 3; ++r)
@@ -62,35 +72,70 @@ std::vector<std::string> poolRule(const ir::Graph &g, const ir::Node &n) {
   return single(annoStr({ins}, std::vector<Dims>(n.outputs.size(), outs)));
 }
 
-// scaled_dot_product_attention(q [*, L, E], k [*, S, E], v [*, S, Ev], mask?):
-// batch and head dims split, so do the queries (unless causal: the mask is
-// relative to the first query) and the value features; E and S are
-// contracted inside a softmax: frozen. The mask broadcasts to [*, L, S].
-std::vector<std::string> sdpaRule(const ir::Graph &g, const ir::Node &n) {
+// scaled_dot_product_attention(q [*, Hq, L, E], k [*, Hkv, S, E],
+// v [*, Hkv, S, Ev], attn_mask?, dropout_p, is_causal, *, scale, enable_gqa):
+// splits over the batch and the heads only. L and S meet inside the softmax
+// (and a causal mask is relative to the first query), E is contracted and sets
+// the default scale 1/sqrt(E): all frozen, and Ev with them so that every part
+// is a whole attention of some heads.
+//
+// Grouped-query attention (enable_gqa, Hq = Hkv * r): query head i reads key /
+// value head i / r, so q's heads are the merged dim (h r) with k's and v's h:
+// cutting h gives each part a contiguous run of kv heads and exactly the query
+// heads that read them. The mask broadcasts against the scores [*, Hq, L, S]
+// and splits with whichever of their dims it has.
+std::optional<SdpaShapes> sdpaShapes(const ir::Graph &g, const ir::Node &n) {
   if (n.inputs.size() < 3 || n.inputs.size() > 4 || n.outputs.size() != 1)
+    return std::nullopt;
+  SdpaShapes s{inShape(g, n, 0), inShape(g, n, 1), inShape(g, n, 2), 1};
+  size_t rank = s.q.size();
+  if (rank < 2 || s.k.size() != rank || s.v.size() != rank || s.q[rank - 1] != s.k[rank - 1] ||
+      s.k[rank - 2] != s.v[rank - 2])
+    return std::nullopt;
+  size_t lead = rank - 2; // the dims before L / S: batch and heads
+  bool sameLead = std::equal(s.q.begin(), s.q.begin() + lead, s.k.begin()) &&
+                  std::equal(s.k.begin(), s.k.begin() + lead, s.v.begin());
+  if (sameLead)
+    return s;
+  // Grouped query heads: only the heads (dim -3) differ, by a whole factor.
+  if (!boolArg(n, "enable_gqa").value_or(false) || rank < 3)
+    return std::nullopt;
+  size_t h = rank - 3;
+  if (!std::equal(s.q.begin(), s.q.begin() + h, s.k.begin()) ||
+      !std::equal(s.k.begin(), s.k.begin() + lead, s.v.begin()) || s.k[h] <= 0 ||
+      s.q[h] % s.k[h] != 0)
+    return std::nullopt;
+  s.groups = s.q[h] / s.k[h];
+  return s;
+}
+
+std::vector<std::string> sdpaRule(const ir::Graph &g, const ir::Node &n) {
+  std::optional<SdpaShapes> s = sdpaShapes(g, n);
+  if (!s)
     return {};
-  const ir::Shape &q = inShape(g, n, 0), &k = inShape(g, n, 1), &v = inShape(g, n, 2);
-  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size() ||
-      !std::equal(q.begin(), q.end() - 2, k.begin()) ||
-      !std::equal(q.begin(), q.end() - 2, v.begin()))
-    return {};
-  Dims batch = NameGen({"l", "e", "s", "v"}).take(q.size() - 2);
-  std::string l = boolArg(n, "is_causal").value_or(false) ? "l^" : "l";
-  auto with = [&](std::initializer_list<std::string> tail) {
-    Dims d = batch;
+  size_t lead = s->q.size() - 2;
+  // Dim -3 is the heads when there are grouped queries or a batch before it.
+  Dims batch = NameGen({"h", "r", "l", "s", "e", "f"}).take(lead);
+  if (s->groups > 1 || lead >= 2)
+    batch.back() = "h";
+  Dims qLead = batch;
+  if (s->groups > 1)
+    qLead.back() = "(h r)";
+  auto with = [](Dims d, std::initializer_list<std::string> tail) {
     d.insert(d.end(), tail);
     return d;
   };
-  std::vector<Dims> ins{with({l, "e^"}), with({"s^", "e^"}), with({"s^", "v"})};
+  std::vector<Dims> ins{with(qLead, {"l^", "e^"}), with(batch, {"s^", "e^"}),
+                        with(batch, {"s^", "f^"})};
   if (n.inputs.size() == 4) {
-    ir::Shape scores(q.begin(), q.end() - 1);
-    scores.push_back(k[k.size() - 2]);
-    auto mask = broadcastDims(inShape(g, n, 3), scores, with({l, "s^"}));
+    ir::Shape scores(s->q.begin(), s->q.end() - 1);
+    scores.push_back(s->k[s->k.size() - 2]);
+    auto mask = broadcastDims(inShape(g, n, 3), scores, with(qLead, {"l^", "s^"}));
     if (!mask)
       return {};
     ins.push_back(*mask);
   }
-  return single(annoStr(ins, {with({l, "v"})}));
+  return single(annoStr(ins, {with(qLead, {"l^", "f^"})}));
 }
 
 } // namespace

@@ -242,7 +242,7 @@ TEST_CASE("norms, losses, convolutions, attention", "[ops][rules]") {
         "a b 32 32 -> a b 16 16");
   CHECK(annotate("aten::scaled_dot_product_attention",
                  {{2, 4, 16, 8}, {2, 4, 16, 8}, {2, 4, 16, 8}}, {{2, 4, 16, 8}},
-                 {arg("is_causal", true)}) == "a b l^ e^, a b s^ e^, a b s^ v -> a b l^ v");
+                 {arg("is_causal", true)}) == "a h l^ e^, a h s^ e^, a h s^ f^ -> a h l^ f^");
 }
 
 TEST_CASE("the graph's mean loss splits its batch; other means keep it frozen", "[ops][rules]") {

@@ -1,12 +1,13 @@
 """load_merged.py MERGED.pt [--reference FINAL.pt] [--initial MODEL.pt]
 
 Loads a merged checkpoint with torch.load(weights_only=True) — what PyTorch
-2.6 does by default — into the nanoGPT tiny model with load_state_dict
-(strict), checks that it is what torch.save(model.state_dict()) writes (an
+2.6 does by default — into the nanoGPT tiny model (explicit attention, as
+setup_gpt.sh exports it) with load_state_dict (strict), checks that it is what torch.save(model.state_dict()) writes (an
 OrderedDict of plain tensors, tied weights sharing one storage), and optionally compares it with a reference state_dict (within
 1e-5) or with a TorchScript archive's initial weights (exactly).
 """
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -24,7 +25,7 @@ def main():
     ap.add_argument("--initial")
     args = ap.parse_args()
     sd = torch.load(args.merged, weights_only=True)
-    model = GPT(CONFIGS["tiny"])
+    model = GPT(dataclasses.replace(CONFIGS["tiny"], attention="explicit"))
     print("load_state_dict:", model.load_state_dict(sd))
     plain = all(type(t) is torch.Tensor for t in sd.values())
     print(f"{type(sd).__name__} of {len(sd)} tensors, plain: {plain}")

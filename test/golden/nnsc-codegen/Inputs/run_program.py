@@ -1,16 +1,19 @@
 """Run nnsc-codegen's per-rank programs in Python and compare them with the original model.
 
     run_program.py EXAMPLE CONFIG EXPORT_DIR RANKS_DIR [--seed N] [--shards-only]
+                   [--attention auto|sdpa|explicit] [--model-dir DIR]
 
 For every rank{r}.pb in RANKS_DIR: reads the manifest (nnsc-codegen --print-manifest --json),
 checks each shard in rank{r}.safetensors against the model's state_dict (sliced by its SliceMap;
 tied names through aliases), compiles rank{r}.py with torch.jit.CompilationUnit, binding `torch`
 to torch.ops.aten as the C++ runtime's resolver does, runs it on sample inputs with the shards,
 and compares its outputs, and the gradients of a backward from its loss, with the eager model
-(examples/EXAMPLE/model.py built with CONFIG and EXPORT_DIR/state_dict.pt) under the same seed.
+(examples/EXAMPLE/model.py built with CONFIG, the export's --attention form, and
+EXPORT_DIR/state_dict.pt) under the same seed.
 Prints one line per rank; exits 1 on the first mismatch.
 """
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -113,8 +116,11 @@ def main():
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--shards-only", action="store_true",
                    help="only check every rank's shards against the state_dict")
+    p.add_argument("--attention", help="the attention form the export was given (nanogpt, llama)")
+    p.add_argument("--model-dir", help="the directory of EXAMPLE's model.py (default: "
+                                       "examples/EXAMPLE)")
     args = p.parse_args()
-    ex_dir = os.path.join(EXAMPLES, args.example)
+    ex_dir = args.model_dir or os.path.join(EXAMPLES, args.example)
     sys.path.insert(0, EXAMPLES)
     common = load_module(os.path.join(EXAMPLES, "export_common.py"), "export_common")
     mod = load_module(os.path.join(ex_dir, "model.py"), "nnsc_example_model")
@@ -136,6 +142,8 @@ def run_rank(r, args, common, mod, state_dict):
     shards = read_safetensors(os.path.join(args.ranks_dir, manifest["weights"]))
     check_shards(manifest, shards, state_dict)
     cfg = mod.CONFIGS[args.config]
+    if args.attention:
+        cfg = dataclasses.replace(cfg, attention=args.attention)
     model = getattr(mod, manifest["model_name"])(cfg)
     model.load_state_dict(state_dict)
     model.train()
