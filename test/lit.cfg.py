@@ -17,3 +17,23 @@ config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%myops_lib", config.myops_lib))
 config.substitutions.append(("%examples", os.path.join(config.nnsc_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+# Features of the oracle Python's torch, for tests of forms 1.13 lacks:
+# torch-sdpa (F.scaled_dot_product_attention, 2.0+) and torch-sdpa-gqa (its
+# enable_gqa argument, 2.5+).
+import subprocess
+
+_SDPA_PROBE = r'''
+import torch, torch.nn.functional as F
+if hasattr(F, "scaled_dot_product_attention"):
+    print("torch-sdpa")
+    q, kv = torch.zeros(1, 2, 1, 1), torch.zeros(1, 1, 1, 1)
+    try:
+        F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+        print("torch-sdpa-gqa")
+    except TypeError:
+        pass
+'''
+for _feature in subprocess.run([config.python, "-c", _SDPA_PROBE], capture_output=True,
+                               text=True).stdout.split():
+    config.available_features.add(_feature)
