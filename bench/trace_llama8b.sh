@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 N=${N:-5}
 DIR=${DIR:-out/bench/llama8b}
 PY=/usr/bin/python3
-# The explicit attention: on torch 2.x an SDPA trace on meta materializes the scores in the
-# CPU stand-in of aten::where (LibTorch registers its Meta kernel from Python only).
-[ -f "$DIR/model.pt" ] || $PY examples/llama/export.py --config 8b --meta --attention explicit \
+# ATTENTION=auto (default): F.scaled_dot_product_attention where the torch has it, else
+# the explicit matmul/mask/softmax form; ATTENTION=explicit or sdpa to pin one.
+ATTENTION=${ATTENTION:-auto}
+DIR=$DIR-$ATTENTION
+[ -f "$DIR/model.pt" ] || $PY examples/llama/export.py --config 8b --meta --attention "$ATTENTION" \
   --out "$DIR" >/dev/null
 echo "archive: $(stat -c %s "$DIR/model.pt") bytes"
 

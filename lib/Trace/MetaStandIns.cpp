@@ -1,5 +1,7 @@
 #include "MetaStandIns.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,6 +83,9 @@ bool writesArgument(const c10::FunctionSchema &schema, size_t i) {
 // arguments whenever that operator has no Meta kernel of its own.
 void metaStandInKernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   const c10::FunctionSchema &schema = op.schema();
+  static const bool debug = std::getenv("NNSC_DEBUG_META") != nullptr;
+  if (debug)
+    std::fprintf(stderr, "nnsc-trace: meta stand-in runs %s\n", toString(op.operator_name()).c_str());
   size_t n = schema.arguments().size();
   TensorMap back;
   auto first = stack->end() - static_cast<std::ptrdiff_t>(n);
@@ -111,13 +116,24 @@ at::Tensor metaOneHot(const at::Tensor &self, int64_t numClasses) {
   return at::empty(shape, self.options().dtype(at::kLong));
 }
 
-// aten::where.self, shapes only: torch.where and SDPA's math path (which a
-// meta trace takes) call it on [B, H, L, S] scores, which a stand-in would
-// materialize on the CPU (8 GiB a layer for Llama-3-8B at 8K tokens).
+// aten::where, shapes only: torch.where and SDPA's math path (which a meta
+// trace takes) call it on [B, H, L, S] scores, which a stand-in would
+// materialize on the CPU (8 GiB a layer for Llama-3-8B at 8K tokens). 1.13
+// implements where.self on the CPU, 2.x through where.self_out.
+std::vector<int64_t> whereShape(const at::Tensor &condition, const at::Tensor &self,
+                                const at::Tensor &other) {
+  return at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
+}
+
 at::Tensor metaWhere(const at::Tensor &condition, const at::Tensor &self, const at::Tensor &other) {
-  std::vector<int64_t> shape =
-      at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
-  return at::empty(shape, self.options().dtype(at::result_type(self, other)).device(at::kMeta));
+  return at::empty(whereShape(condition, self, other),
+                   self.options().dtype(at::result_type(self, other)).device(at::kMeta));
+}
+
+at::Tensor &metaWhereOut(const at::Tensor &condition, const at::Tensor &self,
+                         const at::Tensor &other, at::Tensor &out) {
+  out.resize_(whereShape(condition, self, other));
+  return out;
 }
 
 bool needsStandIn(const c10::OperatorHandle &op) {
@@ -157,6 +173,8 @@ size_t installOverrides(Registry &r, c10::Dispatcher &dispatcher) {
        c10::KernelFunction::makeFromBoxedFunction<&metaConvolutionKernel>()},
       {"aten::one_hot", "", c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaOneHot)},
       {"aten::where", "self", c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaWhere)},
+      {"aten::where", "self_out",
+       c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaWhereOut)},
   };
   size_t added = 0;
   for (const Override &o : overrides) {
