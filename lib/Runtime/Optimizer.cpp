@@ -25,6 +25,8 @@ at::Tensor l2Norm(const at::Tensor &t) {
 Optimizer::Optimizer(const OptimizerConfig &config, std::vector<OptimParam> params)
     : config_(config), params_(std::move(params)), slots_(params_.size()) {}
 
+// Operation for operation as the torch.optim of the PyTorch this LibTorch
+// belongs to (its single-tensor path), so the two agree bit for bit.
 void Optimizer::adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled) {
   const double b1 = config_.beta1, b2 = config_.beta2;
   const double wd = p.decay ? config_.weightDecay : 0.0;
@@ -39,8 +41,6 @@ void Optimizer::adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled
     param.mul_(1 - lr * wd);
   else if (wd != 0)
     grad = grad.add(param, wd);
-  // Operation for operation as the torch.optim of the PyTorch this LibTorch
-  // belongs to (its single-tensor path), so the two agree bit for bit.
 #if NNSC_TORCH_AT_LEAST(2, 0)
   s.expAvg.lerp_(grad, 1 - b1);
 #else

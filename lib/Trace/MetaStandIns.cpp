@@ -85,7 +85,8 @@ void metaStandInKernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) 
   const c10::FunctionSchema &schema = op.schema();
   static const bool debug = std::getenv("NNSC_DEBUG_META") != nullptr;
   if (debug)
-    std::fprintf(stderr, "nnsc-trace: meta stand-in runs %s\n", toString(op.operator_name()).c_str());
+    std::fprintf(stderr, "nnsc-trace: meta stand-in runs %s\n",
+                 toString(op.operator_name()).c_str());
   size_t n = schema.arguments().size();
   TensorMap back;
   auto first = stack->end() - static_cast<std::ptrdiff_t>(n);
@@ -141,9 +142,9 @@ bool needsStandIn(const c10::OperatorHandle &op) {
   if (!op.hasSchema() || op.hasKernelForDispatchKey(DispatchKey::Meta))
     return false;
   // Composite kernels run on meta by calling other operators.
-  for (DispatchKey k : {DispatchKey::CompositeImplicitAutograd,
-                        DispatchKey::CompositeExplicitAutograd,
-                        DispatchKey::CompositeExplicitAutogradNonFunctional})
+  for (DispatchKey k :
+       {DispatchKey::CompositeImplicitAutograd, DispatchKey::CompositeExplicitAutograd,
+        DispatchKey::CompositeExplicitAutogradNonFunctional})
     if (op.hasKernelForDispatchKey(k))
       return false;
   return op.hasKernelForDispatchKey(DispatchKey::CPU);
@@ -151,7 +152,7 @@ bool needsStandIn(const c10::OperatorHandle &op) {
 
 struct Registry {
   std::mutex mutex;
-  std::set<std::string> covered; // "name.overload"
+  std::set<std::string> covered;                                     // "name.overload"
   std::vector<std::unique_ptr<c10::RegistrationHandleRAII>> handles; // kept for the process
 };
 

@@ -15,7 +15,7 @@ using Detail::Approx;
 namespace Matchers {
 /// v3's name for v2's string Contains (v3's Contains is the range matcher).
 inline StdString::ContainsMatcher ContainsSubstring(const std::string &s,
-                                                   CaseSensitive::Choice cs = CaseSensitive::Yes) {
+                                                    CaseSensitive::Choice cs = CaseSensitive::Yes) {
   return Contains(s, cs);
 }
 } // namespace Matchers

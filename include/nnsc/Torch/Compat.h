@@ -6,8 +6,9 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
-#define NNSC_TORCH_AT_LEAST(major, minor)                                                    \
-  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+#define NNSC_TORCH_AT_LEAST(major, minor)                                                          \
+  (TORCH_VERSION_MAJOR > (major) ||                                                                \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace nnsc::torchcompat {
 

@@ -361,7 +361,8 @@ TEST_CASE("user YAML errors are located", "[ops][registry][yaml]") {
       writeTemp("nnsc_ops_unknown.yaml", "ops:\n  myops::f: [\"a -> a\"]\nopz: 1\n");
   Status st = r.loadUserYaml(unknown);
   REQUIRE(!st.isOk());
-  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("nnsc_ops_unknown.yaml:3:1: error: unknown key 'opz'"));
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring(
+                               "nnsc_ops_unknown.yaml:3:1: error: unknown key 'opz'"));
 
   // "a -> b": 'b' (column 6 of the annotation) is bound by no input; the
   // annotation starts at column 15 of the line, after the quote.

@@ -57,7 +57,8 @@ TEST_CASE("checkpoint store: resume picks the newest complete one", "[runtime][c
   CHECK(**explicitDir == checkpointDir(run, 10));
   auto partial = findResumeCheckpoint(run, checkpointDir(run, 30));
   REQUIRE(!partial.isOk());
-  CHECK_THAT(partial.status().message(), Catch::Matchers::ContainsSubstring("incomplete (no COMPLETE marker)"));
+  CHECK_THAT(partial.status().message(),
+             Catch::Matchers::ContainsSubstring("incomplete (no COMPLETE marker)"));
   fs::remove_all(run);
 }
 

@@ -5,8 +5,8 @@
 #include "CommTestUtil.h" // first: see there
 
 #include "SpawnWorkers.h"
-#include "nnsc/Torch/Compat.h"
 #include "nnsc/Runtime/Program.h"
+#include "nnsc/Torch/Compat.h"
 
 using namespace nnsc;
 using namespace nnsc::rt;

@@ -54,7 +54,8 @@ TEST_CASE("collective arguments are checked before any communication") {
   NothingBackend backend;
   std::vector<at::Tensor> one{at::zeros({3})};
   Status s = backend.allGather(at::zeros({3}), one)->wait();
-  CHECK_THAT(s.message(), ContainsSubstring("nothing allgather on group 5 (global ranks 0,1), rank 0"));
+  CHECK_THAT(s.message(),
+             ContainsSubstring("nothing allgather on group 5 (global ranks 0,1), rank 0"));
   CHECK_THAT(s.message(), ContainsSubstring("expected 2 outputs, got 1"));
   at::Tensor out = at::zeros({3});
   std::vector<at::Tensor> two{at::zeros({3}), at::zeros({4})};
@@ -86,9 +87,10 @@ TEST_CASE("nccl without a usable GPU or NCCL build is an error, not a crash") {
   if (world.isOk())
     return; // a machine with a GPU: nothing to check here
   INFO(world.status().message());
-  CHECK_THAT(world.status().message(),
-             ContainsSubstring("backend 'nccl' is not available in this build") ||
-                 ContainsSubstring("cannot create nccl the world group (1 ranks) at rank 0 on cuda:0"));
+  CHECK_THAT(
+      world.status().message(),
+      ContainsSubstring("backend 'nccl' is not available in this build") ||
+          ContainsSubstring("cannot create nccl the world group (1 ranks) at rank 0 on cuda:0"));
 }
 
 TEST_CASE("a single-process gloo world runs every collective") {
@@ -111,7 +113,8 @@ TEST_CASE("a rank that never arrives fails the rendezvous within the timeout") {
   auto start = Clock::now();
   auto world = CommWorld::create(twoRanks(0, test::freePort()), options);
   REQUIRE_FALSE(world.isOk());
-  CHECK_THAT(world.status().message(), ContainsSubstring("cannot create gloo the world group (2 ranks)"));
+  CHECK_THAT(world.status().message(),
+             ContainsSubstring("cannot create gloo the world group (2 ranks)"));
   CHECK(secondsSince(start) < 30);
 }
 
@@ -121,9 +124,9 @@ TEST_CASE("a rank that cannot reach the store says where it looked") {
   int port = test::freePort();
   auto world = CommWorld::create(twoRanks(1, port), options);
   REQUIRE_FALSE(world.isOk());
-  CHECK_THAT(
-      world.status().message(),
-      ContainsSubstring("rank 1 cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)));
+  CHECK_THAT(world.status().message(),
+             ContainsSubstring("rank 1 cannot reach the rendezvous store at 127.0.0.1:" +
+                               std::to_string(port)));
 }
 
 // Rank 1 leaves (NNSC_TEST_PEER=exit) or stalls (stall: it waits in the
@@ -151,11 +154,13 @@ TEST_CASE("comm worker: a peer fails", "[.worker]") {
   std::string message = out.status().message();
   INFO(message);
   CHECK_THAT(message, ContainsSubstring("rank0.py:2: error: in f: nnsc.all_reduce(group=-1): gloo "
-                               "allreduce on the world group (2 ranks), rank 0"));
-  CHECK_THAT(message, ContainsSubstring(peer == "stall" ? "timed out after 3000 ms" : "did it exit?"));
+                                        "allreduce on the world group (2 ranks), rank 0"));
+  CHECK_THAT(message,
+             ContainsSubstring(peer == "stall" ? "timed out after 3000 ms" : "did it exit?"));
   std::vector<at::Tensor> xs{at::ones({4})};
   Status direct = world->world().allReduce(xs)->wait();
-  CHECK_THAT(direct.message(), ContainsSubstring("gloo allreduce on the world group (2 ranks), rank 0"));
+  CHECK_THAT(direct.message(),
+             ContainsSubstring("gloo allreduce on the world group (2 ranks), rank 0"));
   world->store()->set("test/done", std::vector<uint8_t>{1});
 }
 

@@ -73,9 +73,10 @@ TEST_CASE("config: unknown key names its position and the accepted keys", "[runt
   auto c = parse(std::string(kBase) + "  stepz: 3\n");
   REQUIRE(!c.isOk());
   CHECK_THAT(c.status().message(),
-             Catch::Matchers::StartsWith("cfg.yaml:12:3: error: unknown key 'stepz' in section 'optimizer'; "
-                               "expected one of: name, lr, betas, eps, weight_decay, momentum, "
-                               "grad_clip"));
+             Catch::Matchers::StartsWith(
+                 "cfg.yaml:12:3: error: unknown key 'stepz' in section 'optimizer'; "
+                 "expected one of: name, lr, betas, eps, weight_decay, momentum, "
+                 "grad_clip"));
   CHECK_THAT(c.status().message(), Catch::Matchers::ContainsSubstring("  stepz: 3\n    ^"));
 }
 
@@ -83,9 +84,10 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
   auto c = parse("program: p\nprogam: q\n");
   REQUIRE(!c.isOk());
   CHECK_THAT(c.status().message(),
-             Catch::Matchers::StartsWith("cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
-                               "program, run_dir, seed, threads, device, backend, comm_timeout_s, "
-                               "data, train, optimizer, lr_schedule, checkpoint, metrics"));
+             Catch::Matchers::StartsWith(
+                 "cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
+                 "program, run_dir, seed, threads, device, backend, comm_timeout_s, "
+                 "data, train, optimizer, lr_schedule, checkpoint, metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
   REQUIRE(!s.isOk());
   CHECK_THAT(s.status().message(),
@@ -95,45 +97,51 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
 TEST_CASE("config: unknown override key", "[runtime][config]") {
   auto c = parse(kBase, {"--train.stepz=3"});
   REQUIRE(!c.isOk());
-  CHECK_THAT(c.status().message(),
-             Catch::Matchers::StartsWith("command line: error: unknown key 'stepz' in section 'train'"));
+  CHECK_THAT(
+      c.status().message(),
+      Catch::Matchers::StartsWith("command line: error: unknown key 'stepz' in section 'train'"));
   CHECK_THAT(c.status().message(), Catch::Matchers::ContainsSubstring("(in '--train.stepz=3')"));
 }
 
 TEST_CASE("config: mistyped values", "[runtime][config]") {
   auto c = parse(std::string(kBase) + "  eps: tiny\n");
   REQUIRE(!c.isOk());
-  CHECK_THAT(
-      c.status().message(),
-      Catch::Matchers::StartsWith("cfg.yaml:12:3: error: 'optimizer.eps' must be a number >= 0, got 'tiny'"));
+  CHECK_THAT(c.status().message(),
+             Catch::Matchers::StartsWith(
+                 "cfg.yaml:12:3: error: 'optimizer.eps' must be a number >= 0, got 'tiny'"));
   auto d = parse(kBase, {"--optimizer.name=lamb"});
   REQUIRE(!d.isOk());
   CHECK_THAT(d.status().message(),
-             Catch::Matchers::ContainsSubstring("'optimizer.name' must be one of: adamw, adam, sgd, got 'lamb'"));
+             Catch::Matchers::ContainsSubstring(
+                 "'optimizer.name' must be one of: adamw, adam, sgd, got 'lamb'"));
   auto e = parse(kBase, {"--train.steps=2.5"});
   REQUIRE(!e.isOk());
-  CHECK_THAT(e.status().message(), Catch::Matchers::ContainsSubstring("'train.steps' must be an integer >= 1"));
+  CHECK_THAT(e.status().message(),
+             Catch::Matchers::ContainsSubstring("'train.steps' must be an integer >= 1"));
   auto f = parse(kBase, {"--optimizer.betas=0.9"});
   REQUIRE(!f.isOk());
   CHECK_THAT(f.status().message(), Catch::Matchers::ContainsSubstring("a pair [beta1, beta2]"));
   auto g = parse("program: p\ndata: 3\n", {});
   REQUIRE(!g.isOk());
   CHECK_THAT(g.status().message(),
-             Catch::Matchers::StartsWith("cfg.yaml:2:1: error: 'data' is a section; expected a map of: kind, "
-                               "train, val, dtype, block_size, vocab_size"));
+             Catch::Matchers::StartsWith(
+                 "cfg.yaml:2:1: error: 'data' is a section; expected a map of: kind, "
+                 "train, val, dtype, block_size, vocab_size"));
 }
 
 TEST_CASE("config: interpolation errors", "[runtime][config]") {
   auto a = parse("program: ${env:NOPE}\ndata: {train: x}\n");
   REQUIRE(!a.isOk());
-  CHECK_THAT(a.status().message(),
-             Catch::Matchers::StartsWith("cfg.yaml:1:1: error: environment variable 'NOPE' is not set"));
+  CHECK_THAT(
+      a.status().message(),
+      Catch::Matchers::StartsWith("cfg.yaml:1:1: error: environment variable 'NOPE' is not set"));
   auto b = parse("program: ${run_dir}\nrun_dir: ${program}\ndata: {train: x}\n");
   REQUIRE(!b.isOk());
   CHECK_THAT(b.status().message(), Catch::Matchers::ContainsSubstring("refers to itself"));
   auto c = parse("program: ${nothing.here}\ndata: {train: x}\n");
   REQUIRE(!c.isOk());
-  CHECK_THAT(c.status().message(), Catch::Matchers::ContainsSubstring("'${nothing.here}' names no config key"));
+  CHECK_THAT(c.status().message(),
+             Catch::Matchers::ContainsSubstring("'${nothing.here}' names no config key"));
 }
 
 TEST_CASE("config: required keys", "[runtime][config]") {
@@ -167,5 +175,6 @@ TEST_CASE("config: hash ignores bookkeeping keys", "[runtime][config]") {
   REQUIRE((a.isOk() && b.isOk() && c.isOk()));
   CHECK(configHash(*a) == configHash(*b));
   CHECK(configHash(*a) != configHash(*c));
-  CHECK_THAT(describeConfig(*a), Catch::Matchers::ContainsSubstring("optimizer.betas: [0.9, 0.95]\n"));
+  CHECK_THAT(describeConfig(*a),
+             Catch::Matchers::ContainsSubstring("optimizer.betas: [0.9, 0.95]\n"));
 }

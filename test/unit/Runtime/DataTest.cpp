@@ -55,7 +55,8 @@ TEST_CASE("data: token file batches", "[runtime][data]") {
   CHECK(!TokenDataset::create(*src, 999, 0, path).isOk());
   auto missing = openTokenFile((dir / "none.bin").string(), "uint16");
   REQUIRE(!missing.isOk());
-  CHECK_THAT(missing.status().message(), Catch::Matchers::ContainsSubstring("cannot open token file"));
+  CHECK_THAT(missing.status().message(),
+             Catch::Matchers::ContainsSubstring("cannot open token file"));
   std::filesystem::remove_all(dir);
 }
 
@@ -177,12 +178,15 @@ TEST_CASE("data: tensor files are checked against the program inputs", "[runtime
   CHECK(openError(uneven) == path + ": error: tensor 'y' has 3 samples (first dim) but tensor "
                                     "'x' has 4; every input needs the same number");
 
-  CHECK_THAT(openError(TensorFile(0)), Catch::Matchers::ContainsSubstring("tensor 'x' holds no samples"));
+  CHECK_THAT(openError(TensorFile(0)),
+             Catch::Matchers::ContainsSubstring("tensor 'x' holds no samples"));
   CHECK_THAT(openError(TensorFile(4), {{"y", "I64", {1}}}),
-             Catch::Matchers::ContainsSubstring("tensor 'y' is I64 [4]; the program's input 'y' needs I64 [N, 1]"));
+             Catch::Matchers::ContainsSubstring(
+                 "tensor 'y' is I64 [4]; the program's input 'y' needs I64 [N, 1]"));
   auto none = TensorDataset::open((dir / "none.safetensors").string(), kMlpInputs, 0);
   REQUIRE(!none.isOk());
-  CHECK_THAT(none.status().message(), Catch::Matchers::ContainsSubstring("none.safetensors: error: cannot open"));
+  CHECK_THAT(none.status().message(),
+             Catch::Matchers::ContainsSubstring("none.safetensors: error: cannot open"));
   std::filesystem::remove_all(dir);
 }
 

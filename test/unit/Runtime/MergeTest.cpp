@@ -73,7 +73,8 @@ TEST_CASE("merge: gaps, overlaps and differing replicas are errors", "[runtime][
   gap.erase(gap.begin() + 1);
   auto r = assembleShards(gap);
   REQUIRE(!r.isOk());
-  CHECK_THAT(r.status().message(), Catch::Matchers::ContainsSubstring("value chunk 0 of 'w' covers 12 of its 24"));
+  CHECK_THAT(r.status().message(),
+             Catch::Matchers::ContainsSubstring("value chunk 0 of 'w' covers 12 of its 24"));
 
   auto overlap = pieces;
   overlap[1].info = shard("p0", "w", {4, 6}, {1, 0}, {3, 6});
@@ -86,7 +87,8 @@ TEST_CASE("merge: gaps, overlaps and differing replicas are errors", "[runtime][
   r = assembleShards(differ);
   REQUIRE(!r.isOk());
   CHECK_THAT(r.status().message(),
-             Catch::Matchers::ContainsSubstring("replicas of 'w' [0:2, 0:6] differ between rank 0 and rank 2"));
+             Catch::Matchers::ContainsSubstring(
+                 "replicas of 'w' [0:2, 0:6] differ between rank 0 and rank 2"));
 
   auto misfit = pieces;
   misfit[0].value = at::zeros({3, 6});
@@ -115,8 +117,9 @@ TEST_CASE("merge: interleaved shards go back to their rows of every block", "[ru
   mixed[1].info.blocks = {};
   auto r = assembleShards(mixed);
   REQUIRE(!r.isOk());
-  CHECK_THAT(r.status().message(), Catch::Matchers::ContainsSubstring("disagree on full shape, dtype, value chunks "
-                                                   "or interleaved blocks (rank 0 and rank 1)"));
+  CHECK_THAT(r.status().message(),
+             Catch::Matchers::ContainsSubstring("disagree on full shape, dtype, value chunks "
+                                                "or interleaved blocks (rank 0 and rank 1)"));
 
   auto twice = pieces; // both ranks claim row 0 of every block
   twice[1] = piece(0);
@@ -125,8 +128,9 @@ TEST_CASE("merge: interleaved shards go back to their rows of every block", "[ru
   r = assembleShards(twice);
   REQUIRE(!r.isOk());
   CHECK_THAT(r.status().message(),
-             Catch::Matchers::ContainsSubstring("replicas of 'w' [0:1 of 3 blocks, 0:2] differ between rank 0 and "
-                             "rank 1"));
+             Catch::Matchers::ContainsSubstring(
+                 "replicas of 'w' [0:1 of 3 blocks, 0:2] differ between rank 0 and "
+                 "rank 1"));
 }
 
 TEST_CASE("checkpoint: rank files round trip and merge from a directory", "[runtime][merge]") {

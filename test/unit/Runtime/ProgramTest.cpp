@@ -75,7 +75,8 @@ TEST_CASE("compile errors name the file and line") {
   auto program =
       Program::compile("def f(x: Tensor):\n    y = x + 1\n    return foo(y)\n", "rank1.py");
   REQUIRE_FALSE(program.isOk());
-  CHECK_THAT(program.status().message(), ContainsSubstring("rank1.py:3: error: undefined value foo"));
+  CHECK_THAT(program.status().message(),
+             ContainsSubstring("rank1.py:3: error: undefined value foo"));
   CHECK_THAT(program.status().message(), ContainsSubstring("return foo(y)"));
 
   auto syntax = Program::compile("def f(x: Tensor):\n    return x +\n", "rank2.py");
@@ -96,12 +97,14 @@ TEST_CASE("run errors name the line, the function and the cause") {
   NNSC_REQUIRE_OK(program.status());
   auto bad = program->run({at::ones({2, 5}), at::ones({4, 3})});
   REQUIRE_FALSE(bad.isOk());
-  CHECK_THAT(bad.status().message(), ContainsSubstring("rank0.py:2: error: in f: mat1 and mat2 shapes"));
+  CHECK_THAT(bad.status().message(),
+             ContainsSubstring("rank0.py:2: error: in f: mat1 and mat2 shapes"));
   auto noGroup = program->run({at::ones({2, 3}), at::ones({4, 3})});
   REQUIRE_FALSE(noGroup.isOk());
-  CHECK_THAT(noGroup.status().message(),
-             ContainsSubstring("rank0.py:3: error: in f: nnsc.all_reduce: this rank has no communication "
-                      "group 9"));
+  CHECK_THAT(
+      noGroup.status().message(),
+      ContainsSubstring("rank0.py:3: error: in f: nnsc.all_reduce: this rank has no communication "
+                        "group 9"));
   CHECK_THAT(noGroup.status().message(), !ContainsSubstring("Exception raised from"));
 }
 
@@ -115,7 +118,8 @@ def second(a: Tensor) -> List[Tensor]:
                                   "prog.py");
   NNSC_REQUIRE_OK(program.status());
   CHECK(program->functions() == std::vector<std::string>({"first", "second"}));
-  CHECK_THAT(program->run({at::ones({1})}).status().message(), ContainsSubstring("choose the entry"));
+  CHECK_THAT(program->run({at::ones({1})}).status().message(),
+             ContainsSubstring("choose the entry"));
   CHECK_THAT(program->setEntry("third").message(),
              ContainsSubstring("no function 'third' in the program (defined: first, second)"));
   NNSC_REQUIRE_OK(program->setEntry("first"));
@@ -167,5 +171,6 @@ TEST_CASE("any registered operator namespace resolves; unknown names stay errors
   NNSC_REQUIRE_OK(program.status());
   CHECK(at::equal((*program->run({at::full({1}, -2.0)}))[0], at::zeros({1})));
   auto unknown = Program::compile("def f(x: Tensor):\n    return nosuchns.relu(x)\n", "ns.py");
-  CHECK_THAT(unknown.status().message(), ContainsSubstring("ns.py:2: error: undefined value nosuchns"));
+  CHECK_THAT(unknown.status().message(),
+             ContainsSubstring("ns.py:2: error: undefined value nosuchns"));
 }

@@ -342,7 +342,8 @@ TEST_CASE("a plan.pb that no longer fits a node is a user error naming it", "[pa
   REQUIRE_FALSE(pg.isOk());
   CHECK(pg.status().kind() == ErrorKind::BadInput);
   CHECK_THAT(pg.status().message(),
-             Catch::Matchers::ContainsSubstring("error: the plan does not fit node 0 myops::colsum at head"));
+             Catch::Matchers::ContainsSubstring(
+                 "error: the plan does not fit node 0 myops::colsum at head"));
   CHECK_THAT(pg.status().message(),
              Catch::Matchers::ContainsSubstring("dimension 'a' is in none of the op's outputs"));
 }
