@@ -245,7 +245,7 @@ TEST_CASE("norms, losses, convolutions, attention", "[ops][rules]") {
                  {arg("is_causal", true)}) == "a h l^ e^, a h s^ e^, a h s^ f^ -> a h l^ f^");
 }
 
-TEST_CASE("the graph's mean loss splits its batch; other means keep it frozen", "[ops][rules]") {
+TEST_CASE("the graph's mean loss splits its batch, other means keep it frozen", "[ops][rules]") {
   Args mean{i64("reduction", 1)}, sum{i64("reduction", 2)};
   // Each part means its share of the batch; the partitioner weighs it by that share.
   CHECK(annotateLoss("aten::cross_entropy_loss", {{2048, 65}, {2048}}, mean) == "a b^, a -> ()");

@@ -87,7 +87,7 @@ std::string cutError(const Annotated &a, const std::string &id, int n) {
 
 } // namespace
 
-TEST_CASE("sdpa splits over batch and heads; sequence and head dims are frozen",
+TEST_CASE("sdpa splits over batch and heads, sequence and head dims are frozen",
           "[ops][rules][sdpa]") {
   Annotated a = annotateSdpa({{2, 4, 16, 8}, {2, 4, 16, 8}, {2, 4, 16, 8}}, {2, 4, 16, 8});
   CHECK(a.text == "a h l^ e^, a h s^ e^, a h s^ f^ -> a h l^ f^");

@@ -166,7 +166,7 @@ def f(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
   CHECK(at::equal((*out)[2], at::full({2}, 3.0)));
 }
 
-TEST_CASE("any registered operator namespace resolves; unknown names stay errors") {
+TEST_CASE("any registered operator namespace resolves, unknown names stay errors") {
   auto program = Program::compile("def f(x: Tensor):\n    return aten.relu(x)\n", "ns.py");
   NNSC_REQUIRE_OK(program.status());
   CHECK(at::equal((*program->run({at::full({1}, -2.0)}))[0], at::zeros({1})));
