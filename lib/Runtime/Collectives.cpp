@@ -70,8 +70,9 @@ Expected<at::Tensor> allToAllTensor(CommBackend &group, const at::Tensor &x, int
   auto concat = wrapDim(x, concatDim, "alltoall");
   if (!concat)
     return concat.status();
-  // Chunk j of the split dim becomes row j of a contiguous [n, ...] buffer.
-  at::Tensor send = at::stack(x.chunk(group.size(), *split));
+  // Chunk j of the split dim becomes row j of a contiguous [n, ...] buffer
+  // (stack alone may keep a channels-last order, which the backends refuse).
+  at::Tensor send = at::stack(x.chunk(group.size(), *split)).contiguous();
   if (group.size() == 1)
     return send[0]; // stack copied already
   at::Tensor received = at::empty_like(send);

@@ -153,6 +153,52 @@ void checkOps(int n, int r) {
   }
 }
 
+// The same value with transposed strides (a 2-d tensor that is not contiguous).
+at::Tensor transposedCopy(const at::Tensor &t) { return t.t().contiguous().t(); }
+
+// Every nnsc.* op with inputs and gradients of any strides: a transposed input
+// and weight, a zero-stride (expanded) input, and the zero-stride gradient
+// that sum() sends back. Each must give what the contiguous run gives.
+void checkStrides(int n, int r) {
+  auto program = Program::compile(kOpsProgram, "ops.py");
+  NNSC_REQUIRE_OK(program.status());
+  for (const OpCase &c : opCases()) {
+    INFO("nnsc." << c.fn << " on rank " << r << " of " << n << " with any strides");
+    auto run = [&](const at::Tensor &input, const at::Tensor &weight, bool sumOnly) {
+      at::Tensor x = input.detach().requires_grad_();
+      auto out = program->run(c.fn, {x, weight});
+      NNSC_REQUIRE_OK(out.status());
+      ((sumOnly ? (*out)[0].sum() : (*out)[1])).backward();
+      REQUIRE(x.grad().defined());
+      return std::make_pair((*out)[0].detach(), x.grad());
+    };
+    at::Tensor value = test::valueOf(r, c.in(n)), weight = test::weightOf(r, c.out(n));
+    auto want = run(value, weight, false);
+    auto got = run(transposedCopy(value), transposedCopy(weight), false);
+    CHECK(at::equal(got.first, want.first));
+    CHECK(at::equal(got.second, want.second));
+    at::Tensor ones = at::ones(c.in(n), at::kDouble);
+    auto wantOnes = run(ones, weight, true);
+    auto gotOnes = run(at::ones({1, 1}, at::kDouble).expand(c.in(n)), weight, true);
+    CHECK(at::equal(gotOnes.first, wantOnes.first));
+    CHECK(at::equal(gotOnes.second, wantOnes.second));
+    // 4-d tensors in channels-last order (what convolutions and permutes of
+    // image-like activations hand over), forward and backward. (split cuts
+    // the last dim, which the two extra dims would change.)
+    if (c.fn == "split")
+      continue;
+    Shape in4 = c.in(n), out4 = c.out(n);
+    in4.insert(in4.end(), {2, 2});
+    out4.insert(out4.end(), {2, 2});
+    at::Tensor value4 = test::valueOf(r, in4), weight4 = test::weightOf(r, out4);
+    auto want4 = run(value4, weight4, false);
+    auto got4 = run(value4.contiguous(at::MemoryFormat::ChannelsLast),
+                    weight4.contiguous(at::MemoryFormat::ChannelsLast), false);
+    CHECK(at::equal(got4.first, want4.first));
+    CHECK(at::equal(got4.second, want4.second));
+  }
+}
+
 std::vector<GroupSpec> testGroups(int n) {
   std::vector<GroupSpec> groups{{1, {}}, {2, {0, n - 1}}};
   for (int k = 0; k < n; ++k) {
@@ -176,6 +222,7 @@ TEST_CASE("comm worker: collectives", "[.worker]") {
   if (r == 0 || r == n - 1)
     test::checkCollectives(*world->group(2));
   checkOps(n, r);
+  checkStrides(n, r);
   NNSC_REQUIRE_OK(world->world().barrier()->wait());
 }
 
