@@ -1,4 +1,5 @@
-// Indexing: slices, selections, gathers, masks of a matrix, embedding.
+// Indexing: slices, selections, gathers and scatters, masks of a matrix,
+// embedding, padding.
 #include "RuleUtil.h"
 #include "Rules.h"
 
@@ -124,6 +125,82 @@ std::vector<std::string> oneHotRule(const ir::Graph &g, const ir::Node &n) {
   return single(annoStr({ins}, {outs}));
 }
 
+// constant_pad_nd / pad / reflection_pad*d / replication_pad*d(self, pad):
+// pad holds (before, after) pairs from the last dim backwards; a padded dim
+// changes size (a numeral on both sides, never split), the others split.
+std::vector<std::string> padRule(const ir::Graph &g, const ir::Node &n) {
+  if (n.inputs.size() != 1 || n.outputs.size() != 1)
+    return {};
+  auto pad = intListArg(n, "pad");
+  if (!pad)
+    pad = intListArg(n, "padding");
+  const ir::Shape &in = inShape(g, n, 0), &out = outShape(g, n, 0);
+  if (!pad || pad->size() % 2 != 0 || pad->size() / 2 > in.size() || out.size() != in.size())
+    return {};
+  Dims ins = NameGen().take(in.size()), outs = ins;
+  for (size_t k = 0; k < pad->size() / 2; ++k) {
+    size_t d = in.size() - 1 - k;
+    if ((*pad)[2 * k] == 0 && (*pad)[2 * k + 1] == 0)
+      continue;
+    ins[d] = std::to_string(in[d]);
+    outs[d] = std::to_string(out[d]);
+  }
+  return single(annoStr({ins}, {outs}));
+}
+
+// scatter / scatter_add / scatter_reduce(self, dim, index, src?): the output
+// is self's shape. Dims where index (and src) agree with self, other than
+// `dim`, split together; `dim` and any dim the index covers only partly stay
+// whole.
+std::vector<std::string> scatterRule(const ir::Graph &g, const ir::Node &n) {
+  if (n.inputs.size() < 2 || n.inputs.size() > 3 || n.outputs.size() != 1)
+    return {};
+  const ir::Shape &in = inShape(g, n, 0), &index = inShape(g, n, 1);
+  auto d = normDim(intArg(n, "dim").value_or(0), in.size());
+  if (!d || index.size() != in.size() || (n.inputs.size() == 3 && inRank(g, n, 2) != in.size()))
+    return {};
+  NameGen names;
+  Dims self = names.take(in.size()), idx = self;
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (k != *d && index[k] == in[k] && (n.inputs.size() == 2 || inShape(g, n, 2)[k] == in[k]))
+      continue;
+    addSuffix(self, k, "^");
+    idx[k] = names.next() + "^";
+  }
+  std::vector<Dims> ins{self, idx};
+  if (n.inputs.size() == 3) {
+    Dims src = idx;
+    for (size_t k = 0; k < in.size(); ++k)
+      if (inShape(g, n, 2)[k] != index[k])
+        src[k] = names.next() + "^";
+    ins.push_back(src);
+  }
+  return single(annoStr(ins, {self}));
+}
+
+// index_add / index_copy / index_fill(self, dim, index, source?): rows of
+// source land at the indexed positions of `dim`, which stays whole (with the
+// index's length on source); the other dims of self and source split together.
+std::vector<std::string> indexAddRule(const ir::Graph &g, const ir::Node &n) {
+  if (n.inputs.size() < 2 || n.inputs.size() > 3 || n.outputs.size() != 1 || inRank(g, n, 1) != 1)
+    return {};
+  const ir::Shape &in = inShape(g, n, 0);
+  auto d = normDim(intArg(n, "dim").value_or(0), in.size());
+  if (!d || (n.inputs.size() == 3 && inRank(g, n, 2) != in.size()))
+    return {};
+  NameGen names;
+  Dims self = names.take(in.size());
+  addSuffix(self, *d, "^");
+  std::string idx = names.next() + "^";
+  std::vector<Dims> ins{self, {idx}};
+  if (n.inputs.size() == 3) {
+    Dims src = self;
+    src[*d] = idx;
+    ins.push_back(src);
+  }
+  return single(annoStr(ins, {self}));
+}
+
 } // namespace
 
 void registerIndexRules(OpRegistry &registry) {
@@ -138,6 +215,17 @@ void registerIndexRules(OpRegistry &registry) {
   registry.add("aten::roll", flipRollRule);
   registry.add("aten::embedding", embeddingRule);
   registry.add("aten::one_hot", oneHotRule);
+  for (const char *op :
+       {"aten::constant_pad_nd", "aten::pad", "aten::reflection_pad1d", "aten::reflection_pad2d",
+        "aten::reflection_pad3d", "aten::replication_pad1d", "aten::replication_pad2d",
+        "aten::replication_pad3d"})
+    registry.add(op, padRule);
+  for (const char *op : {"aten::scatter", "aten::scatter_add", "aten::scatter_reduce",
+                         "aten::scatter_", "aten::scatter_add_", "aten::scatter_reduce_"})
+    registry.add(op, scatterRule);
+  for (const char *op : {"aten::index_add", "aten::index_copy", "aten::index_fill",
+                         "aten::index_add_", "aten::index_copy_", "aten::index_fill_"})
+    registry.add(op, indexAddRule);
 }
 
 } // namespace nnsc::ops::rules

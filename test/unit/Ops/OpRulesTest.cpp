@@ -208,6 +208,33 @@ TEST_CASE("indexing ops freeze the indexed dim", "[ops][rules]") {
   CHECK(annotate("aten::one_hot", {{8}}, {{8, 10}}, {i64("num_classes", 10)}) == "a -> a 10");
 }
 
+TEST_CASE("padding freezes the padded dims", "[ops][rules]") {
+  // F.pad(x, (1, 2)) pads the last dim; (0, 0, 3, 0) the second to last only.
+  CHECK(annotate("aten::constant_pad_nd", {{2, 3, 8}}, {{2, 3, 11}},
+                 {dims("pad", {1, 2}), arg("value", 0.0)}) == "a b 8 -> a b 11");
+  CHECK(annotate("aten::constant_pad_nd", {{2, 3, 8}}, {{2, 6, 8}}, {dims("pad", {0, 0, 3, 0})}) ==
+        "a 3 c -> a 6 c");
+  CHECK(annotate("aten::reflection_pad2d", {{2, 3, 8, 8}}, {{2, 3, 10, 10}},
+                 {dims("padding", {1, 1, 1, 1})}) == "a b 8 8 -> a b 10 10");
+  CHECK(annotate("aten::pad", {{4, 5}}, {{4, 5}}, {dims("pad", {0, 0})}) == "a b -> a b");
+  // A pad list longer than the rank is no padding the rule can state.
+  CHECK(annotate("aten::constant_pad_nd", {{8}}, {{10}}, {dims("pad", {1, 1, 0, 0})}) == "");
+}
+
+TEST_CASE("scatters and index_add keep the written dim whole", "[ops][rules]") {
+  CHECK(annotate("aten::scatter", {{4, 10}, {4, 3}, {4, 3}}, {{4, 10}}, {i64("dim", 1)}) ==
+        "a b^, a c^, a c^ -> a b^");
+  CHECK(annotate("aten::scatter", {{4, 10}, {4, 10}}, {{4, 10}}, {i64("dim", 0)}) ==
+        "a^ b, c^ b -> a^ b");
+  // An index covering part of a non-scatter dim freezes that dim too.
+  CHECK(annotate("aten::scatter_add", {{4, 10}, {2, 10}, {2, 10}}, {{4, 10}}, {i64("dim", 1)}) ==
+        "a^ b^, c^ d^, c^ d^ -> a^ b^");
+  CHECK(annotate("aten::index_add", {{10, 8}, {3}, {3, 8}}, {{10, 8}}, {i64("dim", 0)}) ==
+        "a^ b, c^, c^ b -> a^ b");
+  CHECK(annotate("aten::index_fill", {{4, 10}, {2}}, {{4, 10}}, {i64("dim", 1)}) ==
+        "a b^, c^ -> a b^");
+}
+
 TEST_CASE("creators have fixed outputs", "[ops][rules]") {
   CHECK(annotate("aten::arange", {}, {{256}}, {i64("end", 256)}) == "-> 256");
   CHECK(annotate("aten::ones", {}, {{256, 256}}, {dims("size", {256, 256})}) == "-> 256 256");

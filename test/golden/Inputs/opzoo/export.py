@@ -240,6 +240,19 @@ class MetaGaps(nn.Module):
                      F.one_hot(ids, 5))
 
 
+class Scatter(nn.Module):
+    """Padding, scatters and index_add."""
+
+    def forward(self, x, idx, rows):
+        # x: [4, 10]; idx: [4, 3] in [0, 10); rows: [3] in [0, 4)
+        src = x[:, :3] * 2.0
+        return total(F.pad(x, (1, 2)), F.pad(x, (0, 0, 2, 0), value=1.0),
+                     F.pad(x.view(1, 4, 10), (2, 2), mode="reflect"),
+                     F.pad(x.view(1, 1, 4, 10), (1, 1, 1, 1), mode="replicate"),
+                     x.scatter(1, idx, src), x.scatter_add(1, idx, src),
+                     x.index_add(0, rows, x[:3] * 0.5), x.index_fill(1, idx[0], -1.0))
+
+
 class Loss(nn.Module):
     """Loss functions: each is a term of the returned loss."""
 
@@ -305,6 +318,8 @@ MODELS = {
                     ("pred", [4, 6], "float32", [-1, 1]), ("ref", [4, 6], "float32", [-1, 1])]),
     "create": (Create, [("x", [3, 4], "float32", [-1, 1]), ("n", [3, 4], "int64", [0, 8])]),
     "conv": (Conv, IMAGES),
+    "scatter": (Scatter, [("x", [4, 10], "float32", [-1, 1]), ("idx", [4, 3], "int64", [0, 10]),
+                          ("rows", [3], "int64", [0, 4])]),
     "metagaps": (MetaGaps, [("x", [4, 8], "float32", [-1, 1]), ("ids", [4], "int64", [0, 5])]),
 }
 
