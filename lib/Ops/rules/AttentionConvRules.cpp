@@ -53,8 +53,8 @@ size_t spatialRank(const std::string &op) {
   return 0;
 }
 
-// Pooling over the trailing spatial dims (numerals); batch and channels
-// split. Every output (values, indices) has the output's shape.
+// Pooling and interpolation (upsampling) over the trailing spatial dims
+// (numerals); batch and channels split. Every output (values, indices) has the output's shape.
 std::vector<std::string> poolRule(const ir::Graph &g, const ir::Node &n) {
   if (n.inputs.size() != 1 || n.outputs.empty())
     return {};
@@ -149,6 +149,12 @@ void registerAttentionConvRules(OpRegistry &registry) {
         "aten::avg_pool2d", "aten::avg_pool3d", "aten::adaptive_avg_pool1d",
         "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d", "aten::adaptive_max_pool1d",
         "aten::adaptive_max_pool2d", "aten::max_pool2d_with_indices"})
+    registry.add(op, poolRule);
+  for (const char *op :
+       {"aten::upsample_nearest1d", "aten::upsample_nearest2d", "aten::upsample_nearest3d",
+        "aten::upsample_linear1d", "aten::upsample_bilinear2d", "aten::upsample_bicubic2d",
+        "aten::upsample_trilinear3d", "aten::_upsample_nearest_exact1d",
+        "aten::_upsample_nearest_exact2d", "aten::_upsample_nearest_exact3d"})
     registry.add(op, poolRule);
   registry.add("aten::scaled_dot_product_attention", sdpaRule);
 }

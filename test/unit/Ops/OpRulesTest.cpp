@@ -221,6 +221,13 @@ TEST_CASE("padding freezes the padded dims", "[ops][rules]") {
   CHECK(annotate("aten::constant_pad_nd", {{8}}, {{10}}, {dims("pad", {1, 1, 0, 0})}) == "");
 }
 
+TEST_CASE("interpolation freezes the spatial dims", "[ops][rules]") {
+  CHECK(annotate("aten::upsample_bilinear2d", {{2, 3, 4, 10}}, {{2, 3, 8, 5}},
+                 {dims("output_size", {8, 5}), arg("align_corners", false)}) ==
+        "a b 4 10 -> a b 8 5");
+  CHECK(annotate("aten::upsample_nearest1d", {{2, 3, 10}}, {{2, 3, 20}}) == "a b 10 -> a b 20");
+}
+
 TEST_CASE("scatters and index_add keep the written dim whole", "[ops][rules]") {
   CHECK(annotate("aten::scatter", {{4, 10}, {4, 3}, {4, 3}}, {{4, 10}}, {i64("dim", 1)}) ==
         "a b^, a c^, a c^ -> a b^");

@@ -241,7 +241,7 @@ class MetaGaps(nn.Module):
 
 
 class Scatter(nn.Module):
-    """Padding, scatters and index_add."""
+    """Padding, scatters, index_add and interpolation."""
 
     def forward(self, x, idx, rows):
         # x: [4, 10]; idx: [4, 3] in [0, 10); rows: [3] in [0, 4)
@@ -250,7 +250,10 @@ class Scatter(nn.Module):
                      F.pad(x.view(1, 4, 10), (2, 2), mode="reflect"),
                      F.pad(x.view(1, 1, 4, 10), (1, 1, 1, 1), mode="replicate"),
                      x.scatter(1, idx, src), x.scatter_add(1, idx, src),
-                     x.index_add(0, rows, x[:3] * 0.5), x.index_fill(1, idx[0], -1.0))
+                     x.index_add(0, rows, x[:3] * 0.5), x.index_fill(1, idx[0], -1.0),
+                     F.interpolate(x.view(1, 4, 10), scale_factor=2.0, mode="nearest"),
+                     F.interpolate(x.view(1, 1, 4, 10), size=(8, 5), mode="bilinear",
+                                   align_corners=False))
 
 
 class Loss(nn.Module):
