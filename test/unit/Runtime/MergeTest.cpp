@@ -175,14 +175,31 @@ TEST_CASE("checkpoint: rank files round trip and merge from a directory", "[runt
   CHECK(m->aliases == 1);
   if (std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") == 0) {
     std::string check =
-        fmt::format("/usr/bin/python3 -c \"import torch; sd = torch.load('{}'); "
+        fmt::format("/usr/bin/python3 -c \"import torch; sd = torch.load('{}', weights_only=True); "
                     "assert sorted(sd) == ['b', 'lm_head.weight', 'w', 'wte.weight'], sorted(sd); "
                     "assert torch.equal(sd['w'], torch.arange(24.).reshape(4, 6)); "
-                    "assert torch.allclose(sd['b'], torch.arange(6.) + 10)\"",
+                    "assert torch.allclose(sd['b'], torch.arange(6.) + 10); "
+                    "assert sd['wte.weight'].data_ptr() == sd['lm_head.weight'].data_ptr()\"",
                     o.output);
     CHECK(std::system(check.c_str()) == 0);
   }
   fs::remove_all(run);
+}
+
+TEST_CASE("merge: a dtype torch.save has no storage for is an error, the old file kept",
+          "[runtime][merge]") {
+  fs::path dir = fs::temp_directory_path() / fmt::format("nnsc-save-{}", ::getpid());
+  fs::create_directories(dir);
+  std::string path = (dir / "merged.pt").string();
+  REQUIRE(saveStateDict({{"w", at::ones({2, 2})}}, path).isOk());
+  auto before = fs::file_size(path);
+  Status s =
+      saveStateDict({{"w", at::ones({2, 2})}, {"z", at::ones({2}, at::kComplexFloat)}}, path);
+  CHECK_FALSE(s.isOk());
+  CHECK_THAT(s.message(), Catch::Matchers::ContainsSubstring(
+                              "merged.pt: error: cannot save 'z': dtype ComplexFloat"));
+  CHECK(fs::file_size(path) == before);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint: CPU generator state round trip", "[runtime][checkpoint]") {
