@@ -52,12 +52,12 @@ flock 9
 flock -u 9
 cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
 
-# Everything below runs in a private mount namespace: its mounts vanish with it.
 # This tree's own build/ and out/ in the root, named after its path.
 STATE="$ROOT/nnsc/trees/$(printf '%s' "$SRC" | md5sum | cut -c1-12)"
 mkdir -p "$STATE/build" "$STATE/out"
 SHARED="$SRC/../shared"
 [ -d "$SHARED" ] || SHARED=""
+# Everything below runs in a private mount namespace: its mounts vanish with it.
 exec unshare --mount --propagation private -- bash -euo pipefail -c '
   root=$1 src=$2 shared=$3 state=$4; shift 4
   mount -t proc proc "$root/proc"
