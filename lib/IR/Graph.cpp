@@ -76,6 +76,10 @@ void Graph::compact(const std::vector<bool> &keepTensor) {
   }
   fix(inputs);
   fix(outputs);
+  for (auto &u : stateUpdates) {
+    u.state = remap[static_cast<size_t>(u.state)];
+    u.value = remap[static_cast<size_t>(u.value)];
+  }
 }
 
 } // namespace nnsc::ir

@@ -103,6 +103,8 @@ void printGraph(const Graph &g, std::ostream &os) {
   for (size_t i = 0; i < g.outputs.size(); ++i)
     os << fmt::format("output %{}{}\n", g.outputs[i],
                       static_cast<int32_t>(i) == g.lossOutput ? " (loss)" : "");
+  for (const auto &u : g.stateUpdates)
+    os << fmt::format("update %{} '{}' <- %{}\n", u.state, g.tensor(u.state).name, u.value);
 }
 
 std::string printGraph(const Graph &g) {

@@ -144,6 +144,13 @@ Status checkIds(const Graph &g) {
       return errorf("node %{} ({}) refers to a tensor id that does not exist", node.id, node.op);
   if (bad(g.inputs) || bad(g.outputs))
     return errorf("graph inputs or outputs refer to a tensor id that does not exist");
+  for (const auto &u : g.stateUpdates) {
+    if (bad({u.state, u.value}))
+      return errorf("a state update refers to a tensor id that does not exist");
+    if (g.tensor(u.state).kind != TensorKind::Buffer)
+      return errorf("a state update writes %{} '{}', which is not a buffer", u.state,
+                    g.tensor(u.state).name);
+  }
   return Status::ok();
 }
 
@@ -163,6 +170,11 @@ void toProto(const Graph &graph, proto::Graph &out) {
     out.add_outputs(o);
   out.set_loss_output(graph.lossOutput);
   out.set_weights_written(graph.weightsWritten);
+  for (const auto &u : graph.stateUpdates) {
+    proto::StateUpdate *p = out.add_state_updates();
+    p->set_state(u.state);
+    p->set_value(u.value);
+  }
 }
 
 Expected<Graph> fromProto(const proto::Graph &in) {
@@ -180,6 +192,8 @@ Expected<Graph> fromProto(const proto::Graph &in) {
   g.outputs.assign(in.outputs().begin(), in.outputs().end());
   g.lossOutput = in.loss_output();
   g.weightsWritten = in.weights_written();
+  for (const auto &u : in.state_updates())
+    g.stateUpdates.push_back({u.state(), u.value()});
   NNSC_RETURN_IF_ERROR(checkIds(g));
   return g;
 }

@@ -77,6 +77,14 @@ struct Node {
   std::string locString() const;
 };
 
+/// A write to a buffer the forward performs (an in-place update such as
+/// BatchNorm's `num_batches_tracked.add_(1)`, made functional by the trace):
+/// after the forward, the buffer `state` holds the value of tensor `value`.
+struct StateUpdate {
+  int64_t state = -1; ///< a Buffer tensor
+  int64_t value = -1; ///< the tensor whose value it takes
+};
+
 class Graph {
 public:
   static constexpr uint32_t kFormatVersion = 1;
@@ -87,6 +95,7 @@ public:
   std::vector<int64_t> outputs;
   int32_t lossOutput = -1; ///< index into outputs, or -1
   bool weightsWritten = false;
+  std::vector<StateUpdate> stateUpdates; ///< at most one per buffer, in trace order
 
   const std::vector<Tensor> &tensors() const { return tensors_; }
   std::vector<Tensor> &tensors() { return tensors_; }
