@@ -52,6 +52,7 @@ int64_t GraphExecutor::addActivation(const at::Tensor &t, const std::string &nam
 // The IR id of a tensor argument; an untracked tensor (a literal or the result
 // of folded shape arithmetic) becomes a Constant.
 int64_t GraphExecutor::tensorId(const at::Tensor &t, const std::string &hint) {
+  refreshView(t.unsafeGetTensorImpl());
   auto it = irOf_.find(t.unsafeGetTensorImpl());
   if (it != irOf_.end())
     return it->second;
@@ -80,7 +81,11 @@ Status GraphExecutor::declareState() {
       out_.tensor(irOf_.at(it->second.unsafeGetTensorImpl())).aliases.push_back(name);
       return;
     }
-    at::Tensor exec = meta_ ? at::empty(t.sizes(), t.options().device(at::kMeta)) : t.detach();
+    // Buffers run on a copy: the forward may update them (BatchNorm's running
+    // statistics), and the weights written must be the model's own.
+    at::Tensor exec = meta_ ? at::empty(t.sizes(), t.options().device(at::kMeta))
+                      : kind == ir::TensorKind::Buffer ? t.detach().clone()
+                                                       : t.detach();
     ir::Tensor it;
     it.name = name;
     it.shape = t.sizes().vec();
@@ -92,6 +97,10 @@ Status GraphExecutor::declareState() {
     execOfState_[impl] = exec;
     state_[id] = t;
     keepAlive_.push_back(exec);
+    if (kind == ir::TensorKind::Buffer)
+      buffers_.emplace_back(id, exec);
+    else
+      paramOfExec_[exec.unsafeGetTensorImpl()] = id;
   };
   for (const auto &p : module_.named_parameters(/*recurse=*/true))
     declare(p.name, p.value, ir::TensorKind::Param);
@@ -122,6 +131,7 @@ Status GraphExecutor::bindInputs(torch::jit::Graph &graph, const std::vector<at:
 
 Status GraphExecutor::run(torch::jit::Graph &graph) {
   NNSC_RETURN_IF_ERROR(runBlock(graph.block()));
+  recordStateUpdates();
   return bindOutputs(graph);
 }
 

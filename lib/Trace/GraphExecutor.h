@@ -2,6 +2,7 @@
 // Executes an inlined TorchScript graph node by node and records the tensor
 // operations it performs as nnsc IR. Private to the Trace library.
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -12,6 +13,18 @@
 #include "nnsc/Support/Status.h"
 
 namespace nnsc::trace {
+
+/// How a view tensor was made from its parent (which may itself be a view):
+/// the recorded view node, replayed on the parent's newest value when an
+/// in-place write elsewhere in the family makes this one stale, and inverted
+/// (slice → slice_scatter, …) to carry a write through the view back to it.
+struct ViewInfo {
+  at::Tensor parent;            ///< the tensor this one was made from
+  std::optional<ir::Node> node; ///< nullopt: same elements and shape as the parent
+  size_t parentInput = 0;       ///< index of the parent in node->inputs
+  size_t output = 0;            ///< which of node's outputs this view is
+  int64_t version = 0;          ///< the family version its IR id reflects
+};
 
 /// Maps each module instance's class type to its path ("transformer.h.0").
 /// Traced archives give every instance its own class type.
@@ -51,6 +64,21 @@ private:
                     const std::vector<c10::IValue> &outputs) const;
   void fixDeviceArgs(torch::jit::Node *node, std::vector<c10::IValue> &inputs) const;
   int64_t tensorId(const at::Tensor &t, const std::string &hint);
+
+  // Functionalization (Functionalize.cpp): views, in-place writes through
+  // them, and the buffers the forward updates.
+  void noteViews(const ir::Node &n, const std::vector<at::Tensor> &tensorInputs,
+                 const std::vector<at::Tensor> &tensorOutputs);
+  void noteIdentityView(const at::Tensor &out, const at::Tensor &parent);
+  Status propagateWrite(torch::jit::Node *node, const at::Tensor &written, const ir::Node &writer);
+  Expected<int64_t> scatterIntoParent(const ViewInfo &view, int64_t parentId, int64_t valueId,
+                                      const ir::Node &writer);
+  void refreshView(const c10::TensorImpl *impl);
+  const c10::TensorImpl *rootOf(const c10::TensorImpl *impl) const;
+  std::vector<int64_t> recordSyntheticNode(ir::Node n, const ir::Node &site,
+                                           const std::vector<int64_t> &outputsLike);
+  Expected<std::string> functionalTwin(torch::jit::Node *node, const c10::FunctionSchema &schema);
+  void recordStateUpdates();
   int64_t addActivation(const at::Tensor &t, const std::string &name);
   Status bindOutputs(torch::jit::Graph &graph);
   Status errorAt(torch::jit::Node *node, const std::string &message) const;
@@ -67,6 +95,10 @@ private:
   std::unordered_map<int64_t, at::Tensor> state_;
   std::unordered_map<const c10::TensorImpl *, at::Tensor> constData_; // meta exec → literal
   std::vector<c10::IValue> keepAlive_;                                // keeps impl addresses unique
+  std::unordered_map<const c10::TensorImpl *, ViewInfo> views_;
+  std::unordered_map<const c10::TensorImpl *, int64_t> familyVersion_; // keyed by root
+  std::vector<std::pair<int64_t, at::Tensor>> buffers_;               // IR id, exec tensor
+  std::unordered_map<const c10::TensorImpl *, int64_t> paramOfExec_;  // exec impl → param id
 };
 
 /// Module path, module class and source location of a graph node.

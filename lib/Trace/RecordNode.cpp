@@ -126,18 +126,22 @@ Status GraphExecutor::recordNode(Node *node, const std::vector<c10::IValue> &inp
                 isInactiveDropout(opName, inputs) ||
                 (isIdentityWhenSameShape(opName) && in.sizes() == out.sizes() &&
                  in.scalar_type() == out.scalar_type());
+    refreshView(in.unsafeGetTensorImpl());
     auto it = irOf_.find(in.unsafeGetTensorImpl());
     if (same && it != irOf_.end()) {
       irOf_[out.unsafeGetTensorImpl()] = it->second;
+      noteIdentityView(out, in);
       return Status::ok();
     }
   }
 
+  std::vector<at::Tensor> tensorInputs; // parallel to n.inputs
   for (size_t i = 0; i < inputs.size() && i < schema.arguments().size(); ++i) {
     const c10::Argument &a = schema.arguments()[i];
     ir::Argument arg{a.name(), ir::NoneValue{}};
     const c10::IValue &v = inputs[i];
     if (v.isTensor()) {
+      tensorInputs.push_back(v.toTensor());
       n.inputs.push_back(tensorId(v.toTensor(), a.name()));
       arg.value = ir::TensorRef{static_cast<int32_t>(n.inputs.size() - 1)};
     } else if (v.isList() && isTensorLike(v)) {
@@ -145,6 +149,7 @@ Status GraphExecutor::recordNode(Node *node, const std::vector<c10::IValue> &inp
       for (const auto &e : v.toListRef()) {
         if (!e.isTensor())
           continue;
+        tensorInputs.push_back(e.toTensor());
         n.inputs.push_back(tensorId(e.toTensor(), a.name()));
         refs.indices.push_back(static_cast<int32_t>(n.inputs.size() - 1));
       }
@@ -181,22 +186,37 @@ Status GraphExecutor::recordNode(Node *node, const std::vector<c10::IValue> &inp
   }
 
   // In SSA form an in-place op becomes its out-of-place twin producing a new
-  // tensor; later uses of the mutated tensor see the new one.
+  // tensor; later uses of the mutated tensor, and of every tensor sharing its
+  // memory, see the new one (Functionalize.cpp).
   bool inplace = schema.is_mutable();
-  if (inplace && opName.size() > 1 && opName.back() == '_')
-    opName.pop_back();
+  if (inplace) {
+    auto twin = functionalTwin(node, schema);
+    if (!twin)
+      return twin.status();
+    opName = *twin;
+  }
   n.op = opName;
+  std::vector<at::Tensor> tensorOutputs;
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::string hint = node->outputs()[i]->debugName();
     forEachTensor(outputs[i], [&](const at::Tensor &t) {
       if (inplace)
         irOf_.erase(t.unsafeGetTensorImpl());
       n.outputs.push_back(addActivation(t, hint));
+      tensorOutputs.push_back(t);
       keepAlive_.push_back(t);
     });
   }
-  out_.addNode(std::move(n));
-  return Status::ok();
+  int64_t id = out_.addNode(std::move(n));
+  const ir::Node &recorded = out_.nodes()[static_cast<size_t>(id)];
+  if (!inplace) {
+    noteViews(recorded, tensorInputs, tensorOutputs);
+    return Status::ok();
+  }
+  if (tensorOutputs.empty() || tensorInputs.empty() ||
+      tensorOutputs[0].unsafeGetTensorImpl() != tensorInputs[0].unsafeGetTensorImpl())
+    return errorAt(node, "an in-place op that does not return the tensor it writes");
+  return propagateWrite(node, tensorOutputs[0], ir::Node(recorded));
 }
 
 } // namespace nnsc::trace
