@@ -53,7 +53,7 @@ struct ArgPrinter {
   std::string operator()(const TensorListRef &v) const {
     std::vector<std::string> parts;
     for (auto i : v.indices)
-      parts.push_back(ref(i));
+      parts.push_back(i == TensorListRef::kNoneEntry ? std::string("None") : ref(i));
     return fmt::format("[{}]", fmt::join(parts, ", "));
   }
 };

@@ -178,6 +178,41 @@ Status checkRepeat(Site &s) {
   return Status::ok();
 }
 
+// slice_scatter writes src into a range of `dim`; that dim is split only when
+// the range is all of it, which is locally all of the local dim.
+Status scatterRange(Site &s) {
+  auto d = dimArg(s, "dim");
+  if (!d || !partitioned(s, 0, *d))
+    return Status::ok();
+  if (s.fullIn(1)[*d] != s.fullIn(0)[*d])
+    return s.error(fmt::format("dim {} is partitioned but src covers [{}] of its {}", *d,
+                               s.fullIn(1)[*d], s.fullIn(0)[*d]));
+  s.setInt("start", 0);
+  s.setInt("end", s.local.inputs[0][*d]);
+  return Status::ok();
+}
+
+// group_norm's groups of C / G channels split whole: a part holds local C / (C / G)
+// of them. native_group_norm also spells out N and C.
+Status groupCount(Site &s) {
+  bool native = s.node.op == "aten::native_group_norm";
+  const char *name = native ? "group" : "num_groups";
+  auto groups = s.intArg(name);
+  const ir::Shape &full = s.fullIn(0), &local = s.local.inputs[0];
+  if (!groups || *groups < 1 || full.size() < 2 || full[1] % *groups != 0)
+    return Status::ok();
+  int64_t perGroup = full[1] / *groups;
+  if (local[1] % perGroup != 0)
+    return s.error(fmt::format("{} local channels are not whole groups of {}", local[1],
+                               perGroup));
+  s.setInt(name, local[1] / perGroup);
+  if (native) {
+    s.setInt("N", local[0]);
+    s.setInt("C", local[1]);
+  }
+  return Status::ok();
+}
+
 using Rewrite = std::function<Status(Site &)>;
 
 const std::map<std::string, Rewrite> &rewrites() {
@@ -196,6 +231,9 @@ const std::map<std::string, Rewrite> &rewrites() {
     t["aten::unflatten"] = unflattenSizes;
     t["aten::arange"] = arangeEnd;
     t["aten::repeat"] = checkRepeat;
+    t["aten::slice_scatter"] = scatterRange;
+    t["aten::group_norm"] = groupCount;
+    t["aten::native_group_norm"] = groupCount;
     return t;
   }();
   return table;

@@ -13,6 +13,8 @@ OpRegistry OpRegistry::builtin() {
   rules::registerViewRules(registry);
   rules::registerShapeRules(registry);
   rules::registerIndexRules(registry);
+  rules::registerAdvancedIndexRules(registry);
+  rules::registerWindowRules(registry);
   rules::registerCreationRules(registry);
   rules::registerNormRules(registry);
   rules::registerLossRules(registry);

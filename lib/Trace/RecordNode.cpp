@@ -147,8 +147,10 @@ Status GraphExecutor::recordNode(Node *node, const std::vector<c10::IValue> &inp
     } else if (v.isList() && isTensorLike(v)) {
       ir::TensorListRef refs;
       for (const auto &e : v.toListRef()) {
-        if (!e.isTensor())
+        if (!e.isTensor()) { // a None of Tensor?[]: keeps its place
+          refs.indices.push_back(ir::TensorListRef::kNoneEntry);
           continue;
+        }
         tensorInputs.push_back(e.toTensor());
         n.inputs.push_back(tensorId(e.toTensor(), a.name()));
         refs.indices.push_back(static_cast<int32_t>(n.inputs.size() - 1));

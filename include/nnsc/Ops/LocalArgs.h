@@ -37,6 +37,9 @@ struct LocalShapes {
 ///   slice / narrow                  on a partitioned dim that is taken whole:
 ///                                   bounds <- the local dim
 ///   unflatten                       sizes <- the local output dims
+///   slice_scatter                   like slice, for a dim that src covers whole
+///   group_norm                      num_groups <- local C / (C / num_groups)
+///   native_group_norm               group likewise; N, C <- the local input's
 ///   arange                          end <- start + local length * step
 ///   zeros / ones / full / empty /   size <- the local output shape
 ///   rand / randn / new_* ...

@@ -12,8 +12,10 @@ namespace {
 // [O, C/groups, *kernel], bias [O]. As in nnScaler: the batch and the output
 // channels split; the input channels are a reduction ('+') without a bias and
 // frozen with one (a partial sum would add the bias once per part); spatial
-// dims are numerals (splitting them needs halo exchange). Grouped and
-// transposed convolutions split the batch only.
+// dims are numerals (splitting them needs halo exchange). A transposed
+// convolution (conv_transpose*d, or transposed=true) has weight [C, O/groups,
+// *kernel] and splits the same way with the weight's first two dims swapped.
+// Grouped convolutions split the batch only.
 std::vector<std::string> convRule(const ir::Graph &g, const ir::Node &n) {
   if (n.inputs.size() < 2 || n.outputs.size() != 1)
     return {};
@@ -22,15 +24,17 @@ std::vector<std::string> convRule(const ir::Graph &g, const ir::Node &n) {
   bool batched = in.size() == w.size();
   if (spatial == 0 || (!batched && in.size() + 1 != w.size()) || out.size() != in.size())
     return {};
-  bool simple = intArg(n, "groups").value_or(1) == 1 && !boolArg(n, "transposed").value_or(false);
+  bool simple = intArg(n, "groups").value_or(1) == 1;
+  bool transposed = boolArg(n, "transposed").value_or(false) ||
+                    n.op.rfind("aten::conv_transpose", 0) == 0;
   bool hasBias = n.inputs.size() == 3;
   size_t lead = batched ? 1 : 0;
   Dims ins = numerals(in), ws = numerals(w), outs = numerals(out);
   if (batched)
     ins[0] = outs[0] = "n";
   if (simple) {
-    ins[lead] = ws[1] = hasBias ? "c^" : "c+";
-    ws[0] = outs[lead] = "o";
+    ins[lead] = ws[transposed ? 0 : 1] = hasBias ? "c^" : "c+";
+    ws[transposed ? 1 : 0] = outs[lead] = "o";
   }
   std::vector<Dims> all{ins, ws};
   if (hasBias)
@@ -142,7 +146,8 @@ std::vector<std::string> sdpaRule(const ir::Graph &g, const ir::Node &n) {
 
 void registerAttentionConvRules(OpRegistry &registry) {
   for (const char *op :
-       {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution"})
+       {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
+        "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})
     registry.add(op, convRule);
   for (const char *op :
        {"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::avg_pool1d",

@@ -61,12 +61,27 @@ constexpr const char *kBroadcastOps[] = {
     // activations
     "relu", "relu6", "gelu", "silu", "sigmoid", "softplus", "mish", "elu", "selu", "celu",
     "leaky_relu", "hardtanh", "hardswish", "hardsigmoid", "log_sigmoid", "threshold",
-    // dropout (the mask of native_dropout has the output's shape)
-    "dropout", "native_dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout",
+    // dropout (the mask of native_dropout has the output's shape) and draws shaped like their
+    // input, bernoulli(p) and the in-place fills of stochastic depth (new_empty().bernoulli_(q));
+    // docs/randomness.md says which pieces draw which values
+    "dropout", "native_dropout", "alpha_dropout",
+    "bernoulli", "uniform", "exponential", "log_normal", "cauchy", "geometric",
     // copies, casts, aliases
-    "contiguous", "clone", "detach", "alias", "lift_fresh", "_to_copy", "fill", "zero",
+    "contiguous", "clone", "detach", "alias", "lift_fresh", "_to_copy", "fill", "zero", "copy",
     // creators shaped like their input
     "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"};
+
+// feature_dropout / feature_alpha_dropout (dropout2d/3d) keep or drop whole
+// channels of [N, C, *spatial]: the spatial dims stay whole so that a channel's
+// fate is drawn once.
+std::vector<std::string> featureDropoutRule(const ir::Graph &g, const ir::Node &n) {
+  if (n.inputs.size() != 1 || n.outputs.size() != 1 || outShape(g, n, 0) != inShape(g, n, 0))
+    return {};
+  Dims dims = NameGen().take(inRank(g, n, 0));
+  for (size_t d = 2; d < dims.size(); ++d)
+    addSuffix(dims, d, "^");
+  return single(annoStr({dims}, {dims}));
+}
 
 constexpr const char *kLikeOtherOps[] = {"to", "type_as"};
 
@@ -78,6 +93,13 @@ void registerElementwiseRules(OpRegistry &registry) {
     registry.add(std::string("aten::") + op + "_", broadcastRule); // the in-place form
   }
   registry.add("aten::broadcast_tensors", broadcastRule);
+  for (const char *op : {"aten::feature_dropout", "aten::feature_dropout_",
+                         "aten::feature_alpha_dropout", "aten::feature_alpha_dropout_"})
+    registry.add(op, featureDropoutRule);
+  // normal and random also have overloads without a tensor to follow
+  // (creation); only their in-place forms fill a tensor like its input.
+  registry.add("aten::normal_", broadcastRule);
+  registry.add("aten::random_", broadcastRule);
   for (const char *op : kLikeOtherOps)
     registry.add(std::string("aten::") + op, likeOtherRule);
 }

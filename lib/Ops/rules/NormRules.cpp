@@ -63,15 +63,58 @@ std::vector<std::string> batchNormRule(const ir::Graph &g, const ir::Node &n) {
   return single(annoStr(ins, outs));
 }
 
-// group_norm(input [N, C, *], num_groups, weight?, bias?): statistics over
-// groups of channels and all spatial dims: only N splits.
+// group_norm(input [N, C, *], num_groups, weight?, bias?) and
+// native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out,
+// mean [N, G], rstd [N, G]): statistics over each group of C / G channels and
+// all spatial dims. N splits; so do whole groups: channels are (g k) with k =
+// C / G, and LocalArgs gives each part its own group count. Spatial dims are
+// frozen.
 std::vector<std::string> groupNormRule(const ir::Graph &g, const ir::Node &n) {
-  if (n.inputs.empty() || n.outputs.size() != 1 || inRank(g, n, 0) < 2)
+  if (n.inputs.empty() || n.outputs.empty() || inRank(g, n, 0) < 2)
+    return {};
+  const ir::Shape &in = inShape(g, n, 0);
+  int64_t groups = intArg(n, n.op == "aten::group_norm" ? "num_groups" : "group").value_or(0);
+  if (groups < 1 || in[1] % groups != 0)
+    return {};
+  Dims dims = NameGen().take(in.size());
+  for (size_t d = 2; d < dims.size(); ++d)
+    addSuffix(dims, d, "^");
+  int64_t perGroup = in[1] / groups;
+  std::string group = groups == 1 ? "1" : dims[1]; // mean and rstd's G
+  if (groups == 1)
+    addSuffix(dims, 1, "^");
+  else if (perGroup > 1)
+    dims[1] = "(" + dims[1] + " " + std::to_string(perGroup) + ")";
+  std::vector<Dims> ins{dims}, outs{dims};
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    if (inShape(g, n, i) != ir::Shape{in[1]})
+      return {};
+    ins.push_back({dims[1]});
+  }
+  for (size_t o = 1; o < n.outputs.size(); ++o) {
+    if (outShape(g, n, o) != ir::Shape{in[0], groups})
+      return {};
+    outs.push_back({dims[0], group});
+  }
+  return single(annoStr(ins, outs));
+}
+
+// instance_norm(input [N, C, *], weight?, bias?, running_mean?, running_var?,
+// use_input_stats, ...): statistics per sample and channel over the spatial
+// dims (frozen); N and C split, and every [C] tensor with C. Running
+// statistics updated from the batch (use_input_stats with running stats)
+// average over N, which then stays whole.
+std::vector<std::string> instanceNormRule(const ir::Graph &g, const ir::Node &n) {
+  if (n.inputs.empty() || n.outputs.size() != 1 || inRank(g, n, 0) < 3)
     return {};
   const ir::Shape &in = inShape(g, n, 0);
   Dims dims = NameGen().take(in.size());
-  for (size_t d = 1; d < dims.size(); ++d)
+  for (size_t d = 2; d < dims.size(); ++d)
     addSuffix(dims, d, "^");
+  const ir::Argument *mean = n.arg("running_mean");
+  bool running = mean && !std::holds_alternative<ir::NoneValue>(mean->value);
+  if (running && boolArg(n, "use_input_stats").value_or(true))
+    addSuffix(dims, 0, "^");
   std::vector<Dims> ins{dims};
   for (size_t i = 1; i < n.inputs.size(); ++i) {
     if (inShape(g, n, i) != ir::Shape{in[1]})
@@ -89,6 +132,8 @@ void registerNormRules(OpRegistry &registry) {
   for (const char *op : {"aten::batch_norm", "aten::native_batch_norm"})
     registry.add(op, batchNormRule);
   registry.add("aten::group_norm", groupNormRule);
+  registry.add("aten::native_group_norm", groupNormRule);
+  registry.add("aten::instance_norm", instanceNormRule);
 }
 
 } // namespace nnsc::ops::rules

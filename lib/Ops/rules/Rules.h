@@ -18,6 +18,11 @@ void registerViewRules(OpRegistry &registry);
 void registerShapeRules(OpRegistry &registry);
 /// slice, select, index_select, narrow, gather, tril/triu, embedding, one_hot.
 void registerIndexRules(OpRegistry &registry);
+/// index (advanced indexing), index_put, take_along_dim, slice_scatter,
+/// select_scatter.
+void registerAdvancedIndexRules(OpRegistry &registry);
+/// repeat_interleave, unfold (sliding windows), im2col.
+void registerWindowRules(OpRegistry &registry);
 /// arange, ones, zeros, full, empty, rand, randn, ...: outputs only.
 void registerCreationRules(OpRegistry &registry);
 /// layer_norm, rms_norm, batch_norm, group_norm.
