@@ -301,6 +301,37 @@ class Create(nn.Module):
         return total(*made, *like, *casts, *drop, y, tri)
 
 
+class Vision(nn.Module):
+    """Ops of vision and MoE models: advanced indexing (a relative-position bias table, None
+    entries, two index tensors), take_along_dim, roll, topk, stochastic depth, bernoulli,
+    windows (unfold, F.unfold), a transposed convolution, group and instance norm, and writes
+    into views (slice_scatter, select_scatter, index_put)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(9, 2))
+        self.register_buffer("rel", torch.randint(0, 9, (4, 4)))
+        self.gn = nn.GroupNorm(2, 4)
+        self.inorm = nn.InstanceNorm2d(4, affine=True)
+        self.up = nn.ConvTranspose2d(4, 3, 2, stride=2)
+
+    def forward(self, x, img, idx, ids):
+        # x: [4, 8]; img: [2, 4, 4, 4]; idx: [4, 8] in [0, 4); ids: [3] in [0, 4)
+        bias = self.table[self.rel.view(-1)].view(4, 4, 2)
+        values, where = x.topk(3, dim=1)
+        keep = x.new_empty(4, 1).bernoulli_(0.8)
+        mask = x.new_zeros(4, 8)
+        mask[1:3, 2:5] = 1.0
+        mask[:, 0] = 2.0
+        put = x.clone()
+        put[ids] = x[:3] * 2.0
+        return total(bias, x[ids], x[ids, ids], x[:, ids], img[:, :, ids],
+                     torch.take_along_dim(x, idx, 1), values, where, x.roll(1, 0),
+                     x / 0.8 * keep, torch.bernoulli(torch.sigmoid(x)), x.unfold(1, 2, 2),
+                     F.unfold(img, 2, stride=2), self.up(img), self.gn(img), self.inorm(img),
+                     mask, put)
+
+
 IMAGES = [("seq", [2, 3, 8], "float32", [-1, 1]), ("img", [2, 3, 8, 8], "float32", [-1, 1])]
 
 # name: (model, [(input name, shape, dtype, range)])
@@ -324,6 +355,8 @@ MODELS = {
     "scatter": (Scatter, [("x", [4, 10], "float32", [-1, 1]), ("idx", [4, 3], "int64", [0, 10]),
                           ("rows", [3], "int64", [0, 4])]),
     "metagaps": (MetaGaps, [("x", [4, 8], "float32", [-1, 1]), ("ids", [4], "int64", [0, 5])]),
+    "vision": (Vision, [("x", [4, 8], "float32", [-1, 1]), ("img", [2, 4, 4, 4], "float32", [-1, 1]),
+                        ("idx", [4, 8], "int64", [0, 4]), ("ids", [3], "int64", [0, 4])]),
 }
 
 
