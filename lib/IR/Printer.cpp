@@ -23,6 +23,8 @@ std::string formatDouble(double v) {
 struct ArgPrinter {
   const Node &node;
   std::string ref(int32_t index) const {
+    if (index == -1)
+      return "None";
     if (index < 0 || index >= static_cast<int32_t>(node.inputs.size()))
       return "%?";
     return fmt::format("%{}", node.inputs[static_cast<size_t>(index)]);

@@ -10,6 +10,7 @@
 #include "GraphExecutor.h"
 #include "MetaStandIns.h"
 #include "ModuleLoader.h"
+#include "SelfCheck.h"
 #include "nnsc/IR/Printer.h"
 #include "nnsc/IR/Serialize.h"
 #include "nnsc/Ops/OpRegistry.h"
@@ -86,6 +87,39 @@ std::string className(const torch::jit::Module &m) {
   return m.type()->name() ? m.type()->name()->name() : "Module";
 }
 
+int64_t stateBytes(const torch::jit::Module &m) {
+  int64_t bytes = 0;
+  for (const auto &p : m.named_parameters(/*recurse=*/true))
+    bytes += static_cast<int64_t>(p.value.nbytes());
+  for (const auto &b : m.named_buffers(/*recurse=*/true))
+    bytes += static_cast<int64_t>(b.value.nbytes());
+  return bytes;
+}
+
+// Runs the self-check when asked and affordable; returns its summary or the
+// reason it was skipped.
+Expected<std::string> maybeSelfCheck(const TraceOptions &options, torch::jit::Module &module,
+                                     torch::jit::Graph &inlined,
+                                     const std::vector<at::Tensor> &samples,
+                                     const std::vector<std::string> &names, const ir::Graph &g) {
+  using Verify = TraceOptions::Verify;
+  if (options.verify == Verify::Off)
+    return std::string("self-check skipped (--no-verify)");
+  if (!g.weightsWritten) {
+    if (options.verify == Verify::On)
+      return errorf("{}: error: --verify needs real weights, but the archive holds meta tensors",
+                    options.modelPath);
+    return std::string("self-check skipped: the archive's weights are on the meta device");
+  }
+  int64_t bytes = stateBytes(module);
+  if (options.verify == Verify::Auto && bytes > kSelfCheckAutoBytes)
+    return fmt::format("self-check skipped: {} MiB of weights is more than it runs on by "
+                       "default (--verify runs it)",
+                       bytes >> 20);
+  SelfCheckInput in{&module, &inlined, &samples, &names, &g, options.seed};
+  return selfCheckTrace(in);
+}
+
 } // namespace
 
 Expected<TraceResult> traceModel(const TraceOptions &options) {
@@ -135,9 +169,13 @@ Expected<TraceResult> traceModel(const TraceOptions &options) {
   NNSC_RETURN_IF_ERROR(exec.declareState());
   NNSC_RETURN_IF_ERROR(exec.bindInputs(*graph, samples, names));
   NNSC_RETURN_IF_ERROR(exec.run(*graph));
-  pruneUnusedTensors(g);
   result.weightsAvailable = !stateIsMeta(module);
   g.weightsWritten = result.weightsAvailable;
+  auto check = maybeSelfCheck(options, module, *graph, samples, names, g);
+  if (!check)
+    return check.status();
+  result.selfCheck = check.take();
+  pruneUnusedTensors(g);
 
   auto unannotated = ops::annotateGraph(g, registry);
   if (!unannotated)
@@ -156,6 +194,7 @@ Status runTrace(const TraceOptions &options, const std::string &outDir, bool pri
     return result.status();
   for (const auto &w : result->warnings)
     log << "nnsc-trace: warning: " << w << '\n';
+  log << "nnsc-trace: " << result->selfCheck << '\n';
   if (!outDir.empty()) {
     NNSC_RETURN_IF_ERROR(writeTraceOutputs(options, *result, outDir));
     log << fmt::format("nnsc-trace: wrote {}/graph.pb ({} nodes, {} tensors)", outDir,

@@ -40,7 +40,7 @@ struct TensorRef {
   int32_t index = 0;
 };
 struct TensorListRef {
-  std::vector<int32_t> indices;
+  std::vector<int32_t> indices; ///< -1: None (an absent entry of a Tensor?[] list)
 };
 struct NoneValue {};
 struct DeviceValue {
