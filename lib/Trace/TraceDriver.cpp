@@ -2,7 +2,9 @@
 // execute node by node → annotate → (write graph.pb and weights).
 #include "nnsc/Trace/Trace.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 #include <torch/csrc/jit/passes/inliner.h>
@@ -81,6 +83,45 @@ void pruneUnusedTensors(ir::Graph &g) {
   for (auto o : g.outputs)
     keep[o] = true;
   g.compact(keep);
+}
+
+// Views read by nothing: mostly views taken before an in-place write, which
+// the trace replays on the written value (Functionalize.cpp). They cost
+// nothing and draw no random numbers, so dropping them changes no value.
+bool isPureView(const std::string &op) {
+  static const std::set<std::string> ops = {
+      "aten::slice",   "aten::select",    "aten::view",      "aten::reshape",   "aten::t",
+      "aten::transpose", "aten::permute", "aten::expand",    "aten::expand_as", "aten::narrow",
+      "aten::split",   "aten::unbind",    "aten::chunk",     "aten::squeeze",   "aten::unsqueeze",
+      "aten::detach",  "aten::alias",     "aten::diagonal",  "aten::as_strided", "aten::flatten",
+      "aten::unflatten", "aten::view_as", "aten::reshape_as", "aten::split_with_sizes"};
+  return ops.count(op) > 0;
+}
+
+void dropDeadViews(ir::Graph &g) {
+  std::vector<int> readers(g.tensors().size(), 0);
+  for (const auto &n : g.nodes())
+    for (auto i : n.inputs)
+      ++readers[static_cast<size_t>(i)];
+  for (auto o : g.outputs)
+    ++readers[static_cast<size_t>(o)];
+  for (const auto &u : g.stateUpdates)
+    ++readers[static_cast<size_t>(u.value)];
+  std::vector<bool> dead(g.nodes().size(), false);
+  for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
+    bool unread = std::all_of(it->outputs.begin(), it->outputs.end(),
+                              [&](int64_t o) { return readers[static_cast<size_t>(o)] == 0; });
+    if (!unread || !isPureView(it->op))
+      continue;
+    dead[static_cast<size_t>(it->id)] = true;
+    for (auto i : it->inputs)
+      --readers[static_cast<size_t>(i)];
+  }
+  std::vector<ir::Node> kept;
+  for (auto &n : g.nodes())
+    if (!dead[static_cast<size_t>(n.id)])
+      kept.push_back(std::move(n));
+  g.nodes() = std::move(kept);
 }
 
 std::string className(const torch::jit::Module &m) {
@@ -175,6 +216,7 @@ Expected<TraceResult> traceModel(const TraceOptions &options) {
   if (!check)
     return check.status();
   result.selfCheck = check.take();
+  dropDeadViews(g);
   pruneUnusedTensors(g);
 
   auto unannotated = ops::annotateGraph(g, registry);
