@@ -51,6 +51,10 @@ public:
 
   Expected<RankLayout> build() {
     for (const transform::ProgramStep &step : transform::deviceProgram(pg_, device_)) {
+      if (step.kind == transform::ProgramStep::WriteState) {
+        addStateWrite(pg_.stateWrites[static_cast<size_t>(step.index)]);
+        continue;
+      }
       Status st = step.kind == transform::ProgramStep::RunNode ? addNode(step.index)
                                                                : addAdapter(step.index);
       NNSC_RETURN_IF_ERROR(st);
@@ -81,6 +85,15 @@ private:
     layout_.nodes.push_back(id);
     layout_.steps.push_back(std::move(step));
     return Status::ok();
+  }
+
+  void addStateWrite(const transform::StateWrite &w) {
+    RankStep step;
+    step.kind = RankStep::StateWrite;
+    step.tensor = w.state;
+    step.value = w.value;
+    step.adapter = w.adapter;
+    layout_.steps.push_back(std::move(step));
   }
 
   Status addAdapter(int index) {

@@ -136,6 +136,13 @@ RankLayout layoutWholeRank(const ir::Graph &graph, const JobLayout &job, int ran
     step.inputAdapters.assign(node.inputs.size(), -1);
     layout.steps.push_back(std::move(step));
   }
+  for (const ir::StateUpdate &u : graph.stateUpdates) {
+    RankStep step;
+    step.kind = RankStep::StateWrite;
+    step.tensor = u.state;
+    step.value = u.value;
+    layout.steps.push_back(std::move(step));
+  }
   addWholeShards(graph, layout);
   layout.inputs = wholeInputs(graph);
   layout.outputs = graph.outputs;

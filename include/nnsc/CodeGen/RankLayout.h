@@ -77,7 +77,7 @@ struct CommCall {
 
 /// One statement group of the program, in execution order.
 struct RankStep {
-  enum Kind { Node, Adapter } kind = Node;
+  enum Kind { Node, Adapter, StateWrite } kind = Node;
   // Node: a node (or this rank's part of it) with arguments rewritten for
   // the local shapes, reading input i from adapter inputAdapters[i] (>= 0) or
   // from the tensor's own value on this rank (-1).
@@ -90,6 +90,10 @@ struct RankStep {
   int64_t tensor = -1;
   std::string description;
   std::vector<CommCall> calls;
+  // StateWrite: buffer `tensor` (a shard of this rank) takes, in place, the
+  // value of tensor `value` (after adapter `adapter` when >= 0). Written
+  // after every node and adapter.
+  int64_t value = -1;
 };
 
 /// Gradients of `shards` summed over `group` after backward, then divided
