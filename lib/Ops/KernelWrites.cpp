@@ -36,4 +36,17 @@ std::vector<int> kernelWrittenInputs(const ir::Node &node) {
   return out;
 }
 
+std::vector<bool> writtenBuffers(const ir::Graph &graph) {
+  std::vector<bool> written(graph.tensors().size(), false);
+  for (const ir::Node &node : graph.nodes())
+    for (int i : kernelWrittenInputs(node))
+      written[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])] = true;
+  for (const ir::StateUpdate &u : graph.stateUpdates)
+    written[static_cast<size_t>(u.state)] = true;
+  for (const ir::Tensor &t : graph.tensors())
+    if (t.kind != ir::TensorKind::Buffer)
+      written[static_cast<size_t>(t.id)] = false;
+  return written;
+}
+
 } // namespace nnsc::ops

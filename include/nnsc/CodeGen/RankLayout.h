@@ -105,6 +105,14 @@ struct ReducerSpec {
   int divisor = 0;
 };
 
+/// Buffers `shards` held, piece for piece, by every rank of `group` (the same
+/// plan device in every data-parallel copy, and plan-level replicas): the
+/// trainer keeps them equal (manifest BufferSync).
+struct BufferSyncSpec {
+  int group = 0;
+  std::vector<std::string> shards; ///< local names, in shard order
+};
+
 struct RankLayout {
   int rank = 0, worldSize = 1;
   int planNgpus = 1, planDevice = 0; ///< the plan device this rank plays
@@ -121,6 +129,7 @@ struct RankLayout {
   int lossReplicas = 1;
   std::vector<CommGroupSpec> groups; ///< the groups this rank is in, by id
   std::vector<ReducerSpec> reducers;
+  std::vector<BufferSyncSpec> bufferSyncs; ///< one per group, ascending group id
 };
 
 /// What every rank of a job shares: the partitioned graph (plans spanning
@@ -140,7 +149,8 @@ struct JobLayout {
 /// Partitions `graph` by a validated `plan` (when it spans several devices)
 /// and numbers the communication groups of every data-parallel copy: the
 /// adapters' groups first (copy by copy, adapter by adapter), then the
-/// gradient reducers' (a parameter slice's holders in every copy). Errors:
+/// gradient reducers' (a parameter slice's holders in every copy), then the
+/// buffers' (a buffer piece's holders in every copy, when more than one). Errors:
 /// the partition pass's, and an adapter whose collective members are not in
 /// ascending device order (all_reduce groups are reordered freely).
 Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan);

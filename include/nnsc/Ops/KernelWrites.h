@@ -15,4 +15,8 @@ namespace nnsc::ops {
 /// place (ascending; empty for most ops and for norms in evaluation mode).
 std::vector<int> kernelWrittenInputs(const ir::Node &node);
 
+/// The buffers the forward of `graph` changes: those a kernel updates in
+/// place and those a state update writes. By tensor id (size = tensors).
+std::vector<bool> writtenBuffers(const ir::Graph &graph);
+
 } // namespace nnsc::ops
