@@ -57,6 +57,12 @@ Status backward(TrainerState &s, const at::Tensor &loss) {
   return Status::ok();
 }
 
+template <typename F> Status forEachSync(TrainerState &s, F f) {
+  for (auto &b : s.bufferSyncs)
+    NNSC_RETURN_IF_ERROR(f(*b));
+  return Status::ok();
+}
+
 // One optimizer step: every micro-batch forward and backward, the reducers,
 // clipping, the update. Returns the loss averaged over micro-batches and ranks.
 Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gradNorm) {
@@ -65,9 +71,11 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
   for (int64_t micro = 0; micro < accum; ++micro) {
     for (auto &r : s.reducers)
       r->prepare(micro == accum - 1);
+    NNSC_RETURN_IF_ERROR(syncBuffersBeforeForward(s));
     auto loss = forwardLoss(s, s.trainData->batch(s.layout, step, micro));
     if (!loss)
       return loss.status();
+    NNSC_RETURN_IF_ERROR(syncBuffersAfterForward(s));
     lossSum += lossShare(s, loss->detach().item<double>());
     NNSC_RETURN_IF_ERROR(backward(s, *loss));
   }
@@ -215,6 +223,18 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
 }
 
 } // namespace
+
+Status syncBuffersBeforeForward(TrainerState &s) {
+  return forEachSync(s, [&](BufferSync &b) { return b.beforeForward(s.bufferPolicy); });
+}
+
+Status syncBuffersAfterForward(TrainerState &s) {
+  return forEachSync(s, [&](BufferSync &b) { return b.afterForward(s.bufferPolicy); });
+}
+
+Status syncBuffersForCheckpoint(TrainerState &s) {
+  return forEachSync(s, [](BufferSync &b) { return b.broadcast(); });
+}
 
 Status runTrainer(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
   try {
