@@ -75,9 +75,11 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
     auto loss = forwardLoss(s, s.trainData->batch(s.layout, step, micro));
     if (!loss)
       return loss.status();
-    NNSC_RETURN_IF_ERROR(syncBuffersAfterForward(s));
     lossSum += lossShare(s, loss->detach().item<double>());
     NNSC_RETURN_IF_ERROR(backward(s, *loss));
+    // After backward: batch_norm saved its running statistics for it, and
+    // an in-place average before would fail autograd's version check.
+    NNSC_RETURN_IF_ERROR(syncBuffersAfterForward(s));
   }
   for (auto &r : s.reducers)
     NNSC_RETURN_IF_ERROR(r->finish());

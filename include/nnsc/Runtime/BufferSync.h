@@ -44,7 +44,8 @@ public:
   Status beforeForward(BufferPolicy policy) {
     return policy == BufferPolicy::Broadcast ? broadcast() : Status::ok();
   }
-  /// After a forward: average under BufferPolicy::Average.
+  /// After a forward (and its backward, which may still read the buffers
+  /// the forward saved): average under BufferPolicy::Average.
   Status afterForward(BufferPolicy policy) {
     return policy == BufferPolicy::Average ? average() : Status::ok();
   }
