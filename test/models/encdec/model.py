@@ -5,6 +5,10 @@ Source and target token embeddings plus learned positions; pre-norm encoder laye
 cross-attention whose keys and values come from the encoder's output, GELU MLP); final
 LayerNorms, a linear head over the target vocabulary and cross-entropy against `labels`
 (the target shifted by one). Attention is explicit: matmul + (mask) + softmax.
+
+The key projections have no bias (as Whisper's): a key bias adds q.b_k to every score of a
+query, which softmax ignores, so its gradient is zero up to rounding, and AdamW's g/sqrt(v)
+turns that rounding into full-size steps that no parity tolerance can hold.
 """
 import math
 from dataclasses import dataclass
@@ -38,7 +42,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.heads = heads
         self.q_proj = nn.Linear(dim, dim, device=device)
-        self.k_proj = nn.Linear(dim, dim, device=device)
+        self.k_proj = nn.Linear(dim, dim, bias=False, device=device)  # as Whisper: see below
         self.v_proj = nn.Linear(dim, dim, device=device)
         self.o_proj = nn.Linear(dim, dim, device=device)
         self.causal = causal_len > 0

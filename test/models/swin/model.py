@@ -77,7 +77,7 @@ class WindowAttention(nn.Module):
         self.heads = heads
         self.ws = ws
         self.scale = (dim // heads) ** -0.5
-        self.qkv = nn.Linear(dim, 3 * dim, device=device)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False, device=device)  # no key bias: vit/model.py
         self.proj = nn.Linear(dim, dim, device=device)
         self.bias_table = nn.Parameter(torch.zeros((2 * ws - 1) ** 2, heads, device=device))
         if device != "meta":

@@ -1,9 +1,13 @@
 """A Vision Transformer classifier, end to end: forward(x, y) returns the loss.
 
 Patch embedding by a strided conv, a learned class token prepended, a learned position
-embedding added, pre-norm blocks (multi-head self-attention with a fused qkv projection:
-matmul + softmax; GELU MLP), a final LayerNorm and a linear head on the class token,
+embedding added, pre-norm blocks (multi-head self-attention with a fused qkv projection
+without bias: matmul + softmax; GELU MLP), a final LayerNorm and a linear head on the class token,
 cross-entropy.
+
+No bias on qkv (timm's qkv_bias=False): a key bias adds q.b_k to every score of a query, which
+softmax ignores, so its gradient is zero up to rounding -- and AdamW's g/sqrt(v) turns that
+rounding into full-size steps, which no parity tolerance can hold.
 """
 import math
 from dataclasses import dataclass
@@ -34,7 +38,7 @@ class Attention(nn.Module):
         super().__init__()
         self.heads = heads
         self.dim = dim
-        self.qkv = nn.Linear(dim, 3 * dim, device=device)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False, device=device)  # see the module doc
         self.proj = nn.Linear(dim, dim, device=device)
 
     def forward(self, x):
