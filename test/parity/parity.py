@@ -1,6 +1,6 @@
 """End-to-end parity of nnsc against single-device PyTorch.
 
-parity.py --example nanogpt|mlp|llama|sdpa|batchnorm --dp 2 [--accum 2] [--steps 20]
+parity.py --example nanogpt|mlp|llama|sdpa|batchnorm|ZOO --dp 2 [--accum 2] [--steps 20]
           [--buffers broadcast|average]
           [--policy dp|tp|data|file [--tp T] [--plan-file F]]
           [--attention explicit|sdpa|auto] [--trace-device meta|cpu] --bin BUILD/bin --work DIR
@@ -13,7 +13,8 @@ generated classification set written as safetensors (data.kind tensors), sdpa
 (test/parity/sdpa: every argument form of scaled_dot_product_attention, torch
 2.5+) on a generated regression set, batchnorm (test/parity/batchnorm: BatchNorm1d,
 whose running statistics each copy updates; --buffers sets data_parallel.buffers) on
-the classification set of mlp;
+the classification set of mlp, and the model zoo (test/models: ZOO is one of
+resnet, vit, swin, moe, unet, encdec) on tensors drawn from its inputs.yaml;
 test/parity/reference_train.py trains the same archive in one process on the
 same batches (one batch per data-parallel copy: a tensor-parallel plan must
 reproduce single-device math). Every step's loss and the merged final weights
@@ -118,9 +119,35 @@ def regression_data(out_dir, samples=256, seq=8, dim=16):
     return out_dir
 
 
+ZOO = ["resnet", "vit", "swin", "moe", "unet", "encdec"]  # test/models/<name>
+
+
+def zoo_data(out_dir, inputs_yaml, samples=128):
+    """One [samples, ...] tensor per forward input of inputs.yaml (the shape without its batch
+    dim): floats ~ N(0, 1), integers uniform in the input's range; torch.Generator seed 0
+    (train) and 1 (val)."""
+    import yaml
+    specs = yaml.safe_load(open(inputs_yaml))["inputs"]
+    os.makedirs(out_dir, exist_ok=True)
+    for split, seed in (("train", 0), ("val", 1)):
+        g = torch.Generator().manual_seed(seed)
+        tensors = {}
+        for s in specs:
+            shape = [samples] + list(s["shape"][1:])
+            if s["dtype"].startswith("float"):
+                tensors[s["name"]] = torch.randn(shape, generator=g)
+            else:
+                lo, hi = s["range"]
+                tensors[s["name"]] = torch.randint(lo, hi, shape, generator=g, dtype=torch.int64)
+        write_safetensors(f"{out_dir}/{split}.safetensors", tensors)
+    return out_dir
+
+
 def export_script(example):
     if example in ("sdpa", "batchnorm"):
         return f"{HERE}/{example}/export.py"
+    if example in ZOO:
+        return f"{ROOT}/test/models/{example}/export.py"
     return f"{ROOT}/examples/{example}/export.py"
 
 
@@ -128,6 +155,10 @@ def prepare_data(args, work, b):
     """The data directory and the config's data section for the example."""
     if args.example == "sdpa":
         data = regression_data(f"{work}/data")
+        return {"kind": "tensors", "train": f"{data}/train.safetensors",
+                "val": f"{data}/val.safetensors"}
+    if args.example in ZOO:
+        data = zoo_data(f"{work}/data", f"{work}/model/inputs.yaml")
         return {"kind": "tensors", "train": f"{data}/train.safetensors",
                 "val": f"{data}/val.safetensors"}
     if args.example in ("mlp", "batchnorm"):
@@ -233,7 +264,8 @@ def compare(args, work, pending=()):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--example", required=True, choices=["nanogpt", "mlp", "llama", "sdpa", "batchnorm"])
+    ap.add_argument("--example", required=True,
+                    choices=["nanogpt", "mlp", "llama", "sdpa", "batchnorm"] + ZOO)
     ap.add_argument("--dp", type=int, default=2, help="data-parallel copies")
     ap.add_argument("--policy", default="dp", choices=["dp", "tp", "data", "file"])
     ap.add_argument("--tp", type=int, default=1, help="plan devices per copy")
