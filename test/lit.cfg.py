@@ -17,6 +17,7 @@ config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%myops_lib", config.myops_lib))
 config.substitutions.append(("%examples", os.path.join(config.nnsc_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%models", os.path.join(config.nnsc_src_root, "test", "models")))
 
 # Features of the oracle Python's torch, for tests of forms 1.13 lacks:
 # torch-sdpa (F.scaled_dot_product_attention, 2.0+) and torch-sdpa-gqa (its

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "LayoutParts.h"
 #include "nnsc/CodeGen/RankLayout.h"
+#include "nnsc/Ops/KernelWrites.h"
 
 namespace nnsc::codegen {
 
@@ -62,6 +64,17 @@ public:
             add(reducerRanks({d}));
   }
 
+  // A written buffer piece's holders in every copy, when more than one rank.
+  void addBuffers(const ir::Graph &graph) {
+    const transform::PartitionedGraph &pg = *job_.partition;
+    std::vector<bool> written = ops::writtenBuffers(graph);
+    for (const ir::Tensor &t : graph.tensors())
+      if (written[static_cast<size_t>(t.id)])
+        for (int d = 0; d < job_.planNgpus; ++d)
+          if (auto ranks = reducerRanks(bufferHolders(pg, t.id, d)); ranks.size() > 1)
+            add(std::move(ranks));
+  }
+
   std::vector<int> shifted(const std::vector<int> &devices, int copy) const {
     std::vector<int> ranks;
     for (int d : devices)
@@ -84,6 +97,20 @@ private:
 
 } // namespace
 
+std::vector<int> bufferHolders(const transform::PartitionedGraph &pg, int64_t tensor, int device) {
+  const transform::TensorPlacement &p = pg.tensors[static_cast<size_t>(tensor)];
+  const transform::SubTensor *mine = p.pieceOn(device);
+  std::vector<int> devices;
+  for (size_t i = 0; mine && i < p.pieces.size(); ++i) {
+    transform::SubTensor other = p.pieces[i];
+    other.tensor = mine->tensor;
+    if (other == *mine)
+      devices.push_back(p.layout.devices()[i]);
+  }
+  std::sort(devices.begin(), devices.end());
+  return devices;
+}
+
 Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan) {
   JobLayout job;
   job.planNgpus = std::max(1, plan.plan_ngpus());
@@ -103,6 +130,7 @@ Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan) {
   job.partition = pg.take();
   NNSC_RETURN_IF_ERROR(numbering.addAdapters(graph));
   numbering.addReducers(graph);
+  numbering.addBuffers(graph);
   return job;
 }
 

@@ -23,6 +23,14 @@ void placeRank(const JobLayout &job, int rank, RankLayout &layout);
 /// The partitioned path of layoutRank (plans spanning several devices).
 Expected<RankLayout> layoutPartitionedRank(const ir::Graph &graph, const JobLayout &job, int rank);
 
+/// The plan devices holding the same piece of `tensor` as `device` (device
+/// included, ascending); empty when `device` holds none.
+std::vector<int> bufferHolders(const transform::PartitionedGraph &pg, int64_t tensor, int device);
+
+/// Adds buffer shard `shard` to `layout`'s sync over `group` (kept in
+/// ascending group order).
+void addBufferSync(RankLayout &layout, int group, const std::string &shard);
+
 /// The groups of `job` that contain `rank`, ascending ids.
 std::vector<CommGroupSpec> groupsOfRank(const JobLayout &job, int rank);
 

@@ -81,6 +81,12 @@ void fillGroupsAndReducers(const RankLayout &layout, int64_t bucketBytes, proto:
     auto it = reducerOf.find(s.local_name());
     s.set_reducer(s.trainable() && it != reducerOf.end() ? it->second : -1);
   }
+  for (const BufferSyncSpec &spec : layout.bufferSyncs) {
+    proto::BufferSync *b = m.add_buffer_syncs();
+    b->set_group(spec.group);
+    for (const std::string &s : spec.shards)
+      b->add_shards(s);
+  }
 }
 
 } // namespace

@@ -71,6 +71,9 @@ void printManifest(const proto::RankManifest &m, std::ostream &os) {
     os << fmt::format("reducer {}: group {}, {} shards, bucket {} bytes, {}\n", i, r.group(),
                       r.shards_size(), r.bucket_bytes(), how);
   }
+  for (const proto::BufferSync &b : m.buffer_syncs())
+    os << fmt::format("buffers: group {}, shards {} kept equal\n", b.group(),
+                      fmt::join(b.shards(), ", "));
 }
 
 } // namespace nnsc::codegen

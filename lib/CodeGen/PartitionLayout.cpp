@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "LayoutParts.h"
+#include "nnsc/Ops/KernelWrites.h"
 
 namespace nnsc::codegen {
 
@@ -51,6 +52,10 @@ public:
 
   Expected<RankLayout> build() {
     for (const transform::ProgramStep &step : transform::deviceProgram(pg_, device_)) {
+      if (step.kind == transform::ProgramStep::WriteState) {
+        addStateWrite(pg_.stateWrites[static_cast<size_t>(step.index)]);
+        continue;
+      }
       Status st = step.kind == transform::ProgramStep::RunNode ? addNode(step.index)
                                                                : addAdapter(step.index);
       NNSC_RETURN_IF_ERROR(st);
@@ -62,6 +67,7 @@ public:
     addLoss();
     layout_.groups = groupsOfRank(job_, layout_.rank);
     NNSC_RETURN_IF_ERROR(addReducers());
+    NNSC_RETURN_IF_ERROR(addBufferSyncs());
     return std::move(layout_);
   }
 
@@ -81,6 +87,15 @@ private:
     layout_.nodes.push_back(id);
     layout_.steps.push_back(std::move(step));
     return Status::ok();
+  }
+
+  void addStateWrite(const transform::StateWrite &w) {
+    RankStep step;
+    step.kind = RankStep::StateWrite;
+    step.tensor = w.state;
+    step.value = w.value;
+    step.adapter = w.adapter;
+    layout_.steps.push_back(std::move(step));
   }
 
   Status addAdapter(int index) {
@@ -253,6 +268,29 @@ private:
         return Status::internal(
             fmt::format("error: no communication group for the reducer of '{}'", t.name));
       addToReducer(std::move(spec), s.localName);
+    }
+    return Status::ok();
+  }
+
+  // Each buffer piece the forward writes and other ranks hold too, in the
+  // group of all its holders (buffers nobody writes stay equal by themselves).
+  Status addBufferSyncs() {
+    std::vector<bool> written = ops::writtenBuffers(graph_);
+    for (const ShardSpec &s : layout_.shards) {
+      if (s.constant || !written[static_cast<size_t>(s.tensor)])
+        continue;
+      std::vector<int> ranks;
+      for (int c = 0; c < layout_.dpSize; ++c)
+        for (int d : bufferHolders(pg_, s.tensor, device_))
+          ranks.push_back(c * layout_.planNgpus + d);
+      if (ranks.size() < 2)
+        continue;
+      std::sort(ranks.begin(), ranks.end());
+      int group = job_.groupId(ranks);
+      if (group < 0)
+        return Status::internal(fmt::format("error: no communication group for buffer '{}'",
+                                            graph_.tensor(s.tensor).name));
+      addBufferSync(layout_, group, s.localName);
     }
     return Status::ok();
   }

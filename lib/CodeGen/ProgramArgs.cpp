@@ -128,7 +128,7 @@ Expected<std::string> ProgramWriter::valueText(const ir::Node &node, size_t argI
   if (const auto *refs = std::get_if<ir::TensorListRef>(&v)) {
     std::vector<std::string> parts;
     for (int32_t i : refs->indices) {
-      if (i == ir::TensorListRef::kNoneEntry) {
+      if (i < 0) {
         parts.push_back("None");
         continue;
       }

@@ -198,6 +198,28 @@ Status ProgramWriter::writeAdapter(const RankStep &step) {
   return Status::ok();
 }
 
+// The block of buffer updates at the end of the forward: each buffer piece
+// takes its new value in place (detached: the stored buffer stays a leaf
+// outside the autograd graph).
+Status ProgramWriter::writeStateWrite(const RankStep &step) {
+  const ir::Tensor &state = graph_.tensor(step.tensor);
+  const ir::Tensor &value = graph_.tensor(step.value);
+  if (!defined_.count(value.id) && value.kind == ir::TensorKind::Constant && value.shape.empty())
+    NNSC_RETURN_IF_ERROR(defineScalarConstant(value, "a buffer update"));
+  auto buffer = names_.find(state.id);
+  bool computed =
+      step.adapter >= 0 ? adapterNames_.count(step.adapter) > 0 : defined_.count(value.id) > 0;
+  if (buffer == names_.end() || !computed)
+    return Status::internal(fmt::format("error: the update of buffer '{}' from %{} has no {} on "
+                                        "rank {}",
+                                        state.name, value.id,
+                                        buffer == names_.end() ? "shard" : "value", layout_.rank));
+  std::string source = step.adapter >= 0 ? adapterNames_.at(step.adapter) : names_.at(value.id);
+  os_ << fmt::format("    {}.copy_({}.detach())  # {} <- %{}\n", buffer->second, source, state.name,
+                     value.id);
+  return Status::ok();
+}
+
 Status ProgramWriter::writeReturn() {
   std::vector<std::string> values;
   for (int64_t o : layout_.outputs) {
@@ -221,9 +243,20 @@ Expected<std::string> ProgramWriter::write() {
   writeHeader();
   writeSignature();
   writeInputPieces();
-  for (const RankStep &step : layout_.steps) {
+  // The buffer block starts at the adapters that only feed buffer writes.
+  size_t block = layout_.steps.size();
+  while (block > 0 && layout_.steps[block - 1].kind != RankStep::Node)
+    --block;
+  bool writes = std::any_of(layout_.steps.begin() + static_cast<long>(block), layout_.steps.end(),
+                            [](const RankStep &s) { return s.kind == RankStep::StateWrite; });
+  for (size_t i = 0; i < layout_.steps.size(); ++i) {
+    const RankStep &step = layout_.steps[i];
+    if (writes && i == block)
+      os_ << "\n    # buffers the forward updated take their new values in place\n";
     if (step.kind == RankStep::Adapter)
       NNSC_RETURN_IF_ERROR(writeAdapter(step));
+    else if (step.kind == RankStep::StateWrite)
+      NNSC_RETURN_IF_ERROR(writeStateWrite(step));
     else
       NNSC_RETURN_IF_ERROR(writeNode(graph_.nodes()[static_cast<size_t>(step.node)], step));
   }

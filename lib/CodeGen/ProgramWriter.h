@@ -24,6 +24,7 @@ private:
   void writeGroupComment(const ir::Node &node);
   Status writeNode(const ir::Node &node, const RankStep &step);
   Status writeAdapter(const RankStep &step);
+  Status writeStateWrite(const RankStep &step);
   Status writeReturn();
 
   // ProgramArgs.cpp: one call's argument list.

@@ -10,6 +10,7 @@
 
 #include "LayoutParts.h"
 #include "Literals.h"
+#include "nnsc/Ops/KernelWrites.h"
 
 namespace nnsc::codegen {
 
@@ -102,6 +103,15 @@ std::vector<CommGroupSpec> groupsOfRank(const JobLayout &job, int rank) {
   return mine;
 }
 
+void addBufferSync(RankLayout &layout, int group, const std::string &shard) {
+  auto &syncs = layout.bufferSyncs;
+  auto it = std::find_if(syncs.begin(), syncs.end(),
+                         [&](const BufferSyncSpec &b) { return b.group >= group; });
+  if (it == syncs.end() || it->group != group)
+    it = syncs.insert(it, BufferSyncSpec{group, {}});
+  it->shards.push_back(shard);
+}
+
 namespace {
 
 void addWholeShards(const ir::Graph &graph, RankLayout &layout) {
@@ -136,12 +146,24 @@ RankLayout layoutWholeRank(const ir::Graph &graph, const JobLayout &job, int ran
     step.inputAdapters.assign(node.inputs.size(), -1);
     layout.steps.push_back(std::move(step));
   }
+  for (const ir::StateUpdate &u : graph.stateUpdates) {
+    RankStep step;
+    step.kind = RankStep::StateWrite;
+    step.tensor = u.state;
+    step.value = u.value;
+    layout.steps.push_back(std::move(step));
+  }
   addWholeShards(graph, layout);
   layout.inputs = wholeInputs(graph);
   layout.outputs = graph.outputs;
   layout.lossOutput = graph.lossOutput;
   layout.groups = groupsOfRank(job, rank);
   addWholeReducer(graph, layout);
+  std::vector<bool> written = ops::writtenBuffers(graph);
+  if (job.dpSize > 1) // every copy holds every buffer whole
+    for (const ShardSpec &s : layout.shards)
+      if (!s.constant && written[static_cast<size_t>(s.tensor)])
+        addBufferSync(layout, 0, s.localName);
   return layout;
 }
 

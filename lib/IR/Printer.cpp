@@ -23,6 +23,8 @@ std::string formatDouble(double v) {
 struct ArgPrinter {
   const Node &node;
   std::string ref(int32_t index) const {
+    if (index == -1)
+      return "None";
     if (index < 0 || index >= static_cast<int32_t>(node.inputs.size()))
       return "%?";
     return fmt::format("%{}", node.inputs[static_cast<size_t>(index)]);
@@ -53,7 +55,7 @@ struct ArgPrinter {
   std::string operator()(const TensorListRef &v) const {
     std::vector<std::string> parts;
     for (auto i : v.indices)
-      parts.push_back(i == TensorListRef::kNoneEntry ? std::string("None") : ref(i));
+      parts.push_back(ref(i));
     return fmt::format("[{}]", fmt::join(parts, ", "));
   }
 };

@@ -18,17 +18,22 @@ struct ArgToProto {
   void operator()(int64_t v) { out.set_i(v); }
   void operator()(double v) { out.set_f(v); }
   void operator()(const std::string &v) { out.set_s(v); }
+  // An empty list must still select its case of the oneof: `stride=[]` is
+  // not `stride=None` (max_pool2d reads the two differently).
   void operator()(const std::vector<int64_t> &v) {
+    auto *l = out.mutable_ints();
     for (auto x : v)
-      out.mutable_ints()->add_values(x);
+      l->add_values(x);
   }
   void operator()(const std::vector<double> &v) {
+    auto *l = out.mutable_floats();
     for (auto x : v)
-      out.mutable_floats()->add_values(x);
+      l->add_values(x);
   }
   void operator()(const std::vector<bool> &v) {
+    auto *l = out.mutable_bools();
     for (bool x : v)
-      out.mutable_bools()->add_values(x);
+      l->add_values(x);
   }
   void operator()(DType v) { out.set_dtype(toProtoDType(v)); }
   void operator()(const DeviceValue &v) { out.set_device(v.name); }

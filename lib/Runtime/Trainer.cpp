@@ -57,6 +57,12 @@ Status backward(TrainerState &s, const at::Tensor &loss) {
   return Status::ok();
 }
 
+template <typename F> Status forEachSync(TrainerState &s, F f) {
+  for (auto &b : s.bufferSyncs)
+    NNSC_RETURN_IF_ERROR(f(*b));
+  return Status::ok();
+}
+
 // One optimizer step: every micro-batch forward and backward, the reducers,
 // clipping, the update. Returns the loss averaged over micro-batches and ranks.
 Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gradNorm) {
@@ -65,11 +71,15 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
   for (int64_t micro = 0; micro < accum; ++micro) {
     for (auto &r : s.reducers)
       r->prepare(micro == accum - 1);
+    NNSC_RETURN_IF_ERROR(syncBuffersBeforeForward(s));
     auto loss = forwardLoss(s, s.trainData->batch(s.layout, step, micro));
     if (!loss)
       return loss.status();
     lossSum += lossShare(s, loss->detach().item<double>());
     NNSC_RETURN_IF_ERROR(backward(s, *loss));
+    // After backward: batch_norm saved its running statistics for it, and
+    // an in-place average before would fail autograd's version check.
+    NNSC_RETURN_IF_ERROR(syncBuffersAfterForward(s));
   }
   for (auto &r : s.reducers)
     NNSC_RETURN_IF_ERROR(r->finish());
@@ -215,6 +225,18 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
 }
 
 } // namespace
+
+Status syncBuffersBeforeForward(TrainerState &s) {
+  return forEachSync(s, [&](BufferSync &b) { return b.beforeForward(s.bufferPolicy); });
+}
+
+Status syncBuffersAfterForward(TrainerState &s) {
+  return forEachSync(s, [&](BufferSync &b) { return b.afterForward(s.bufferPolicy); });
+}
+
+Status syncBuffersForCheckpoint(TrainerState &s) {
+  return forEachSync(s, [](BufferSync &b) { return b.broadcast(); });
+}
 
 Status runTrainer(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
   try {

@@ -96,6 +96,9 @@ Status saveCheckpoint(TrainerState &s, int64_t step, double lr) {
     NNSC_RETURN_IF_ERROR(makeDirs(dir));
     NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir)); // a stale one from an earlier run
   }
+  // Copies' buffers differ since their last forward; the checkpoint holds
+  // copy 0's everywhere, so replicas agree and merge.
+  NNSC_RETURN_IF_ERROR(syncBuffersForCheckpoint(s));
   NNSC_RETURN_IF_ERROR(barrier(s, "before writing"));
   NNSC_RETURN_IF_ERROR(makeDirs(dir));
   NNSC_RETURN_IF_ERROR(writeRankCheckpoint(dir, s.env.rank, collectState(s, step, lr)));

@@ -120,6 +120,9 @@ std::vector<KeySpec> buildKeys() {
       "checkpoint.keep_last", "3", 0, [](C & c) -> auto & { return c.checkpoint.keepLast; }));
   k.push_back(stringKey(
       "checkpoint.resume", "auto", [](C & c) -> auto & { return c.checkpoint.resume; }));
+  k.push_back(choiceKey(
+      "data_parallel.buffers", "broadcast", {"broadcast", "average"},
+      [](C & c) -> auto & { return c.dataParallel.buffers; }));
   k.push_back(stringKey(
       "metrics", "${run_dir}/metrics.jsonl", [](C & c) -> auto & { return c.metrics; }));
   return k;

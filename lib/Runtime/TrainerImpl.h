@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include "nnsc/Runtime/BufferSync.h"
 #include "nnsc/Runtime/Comm.h"
 #include "nnsc/Runtime/Dataset.h"
 #include "nnsc/Runtime/LaunchEnv.h"
@@ -61,6 +62,8 @@ struct TrainerState {
   std::vector<at::ScalarType> inputTypes; ///< of the fed inputs, manifest order
   std::unique_ptr<CommWorld> comm;
   std::vector<std::unique_ptr<Reducer>> reducers;
+  std::vector<std::unique_ptr<BufferSync>> bufferSyncs; ///< ascending group ids
+  BufferPolicy bufferPolicy = BufferPolicy::Broadcast;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<DataFeed> trainData, valData; ///< valData may be null
@@ -97,6 +100,13 @@ Status checkShapes(TrainerState &s);
 
 /// Opens the train (and validation) data of data.kind; after checkShapes.
 Status openData(TrainerState &s);
+
+/// Buffer syncs of every group before / after a forward (per
+/// data_parallel.buffers), and before a checkpoint (a broadcast from copy 0,
+/// so that the copies' replicas agree and merge).
+Status syncBuffersBeforeForward(TrainerState &s);
+Status syncBuffersAfterForward(TrainerState &s);
+Status syncBuffersForCheckpoint(TrainerState &s);
 
 /// Runs the program on one batch (DataFeed::batch's tensors); returns the
 /// loss output.

@@ -149,6 +149,35 @@ Status buildReducers(TrainerState &s) {
   return Status::ok();
 }
 
+Status buildBufferSyncs(TrainerState &s) {
+  auto policy = bufferPolicyOf(s.config.dataParallel.buffers);
+  if (!policy)
+    return Status::error(
+        formatError(s.config.positionOf("data_parallel.buffers"), policy.status().message()));
+  s.bufferPolicy = *policy;
+  std::map<std::string, int> shardIndex;
+  for (size_t i = 0; i < s.shardInfo.size(); ++i)
+    shardIndex[s.shardInfo[i].localName] = int(i);
+  for (const auto &spec : s.manifest.buffer_syncs()) {
+    auto group = s.comm->group(spec.group());
+    if (!group)
+      return errorf("rank{}.pb: error: a buffer sync uses group {}, which this rank is not in",
+                    s.env.rank, spec.group());
+    std::vector<at::Tensor> buffers;
+    std::vector<std::string> names;
+    for (const auto &n : spec.shards()) {
+      auto it = shardIndex.find(n);
+      if (it == shardIndex.end() || s.shardInfo[it->second].trainable)
+        return errorf("rank{}.pb: error: a buffer sync names '{}', which is not a buffer shard",
+                      s.env.rank, n);
+      buffers.push_back(s.shards[it->second]);
+      names.push_back(s.shardInfo[it->second].originalName);
+    }
+    s.bufferSyncs.push_back(std::make_unique<BufferSync>(group, buffers, names));
+  }
+  return Status::ok();
+}
+
 void buildOptimizer(TrainerState &s) {
   std::vector<OptimParam> params;
   for (size_t i = 0; i < s.shardInfo.size(); ++i)
@@ -192,6 +221,7 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
   NNSC_RETURN_IF_ERROR(compileProgram(*s));
   NNSC_RETURN_IF_ERROR(connect(*s));
   NNSC_RETURN_IF_ERROR(buildReducers(*s));
+  NNSC_RETURN_IF_ERROR(buildBufferSyncs(*s));
   buildOptimizer(*s);
   seedAndThreads(*s);
   return s;

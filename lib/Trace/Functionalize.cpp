@@ -7,6 +7,7 @@
 // update that the runtime writes back after each forward.
 #include "GraphExecutor.h"
 
+#include <cstdlib>
 #include <numeric>
 #include <set>
 
@@ -44,6 +45,14 @@ int64_t splitOffset(const ir::Graph &g, const ir::Node &view, size_t k, int64_t 
   for (size_t i = 0; i < k; ++i)
     off += g.tensor(view.outputs[i]).shape.at(static_cast<size_t>(dim));
   return off;
+}
+
+// NNSC_TRACE_INJECT_FAULT brings back the bugs this file fixes, so tests can
+// prove the self-check catches them: "drop-writes" (writes through views and
+// to buffers stay invisible to later readers), "drop-state-updates".
+std::string injectedFault() {
+  const char *f = std::getenv("NNSC_TRACE_INJECT_FAULT");
+  return f ? f : "";
 }
 
 } // namespace
@@ -215,6 +224,8 @@ Expected<int64_t> GraphExecutor::scatterIntoParent(const ViewInfo &view, int64_t
 // of any tensor in the family sees it.
 Status GraphExecutor::propagateWrite(Node *node, const at::Tensor &written,
                                      const ir::Node &writer) {
+  if (injectedFault() == "drop-writes")
+    return Status::ok(); // the self-check's fault-injection test
   const c10::TensorImpl *child = written.unsafeGetTensorImpl();
   int64_t value = irOf_.at(child);
   std::vector<const c10::TensorImpl *> chain{child};
@@ -243,7 +254,7 @@ Status GraphExecutor::propagateWrite(Node *node, const at::Tensor &written,
 
 // The out-of-place op recorded for an in-place one: `add_` → `add`,
 // `__iand__` → `__and__`; it must take the same arguments.
-Expected<std::string> GraphExecutor::functionalTwin(Node *node, const c10::FunctionSchema &schema) {
+Expected<c10::OperatorName> GraphExecutor::functionalTwin(Node *node, const c10::FunctionSchema &schema) {
   const auto &args = schema.arguments();
   for (size_t i = 1; i < args.size(); ++i)
     if (args[i].alias_info() && args[i].alias_info()->isWrite())
@@ -267,13 +278,15 @@ Expected<std::string> GraphExecutor::functionalTwin(Node *node, const c10::Funct
   if (!twin.empty())
     for (const auto &op : torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString(twin)))
       if (sameArgs(op->schema()))
-        return twin;
+        return op->schema().operator_name();
   return errorAt(node, fmt::format("in-place op {} has no out-of-place form with the same "
                                    "arguments, so nnsc cannot record it functionally",
                                    name));
 }
 
 void GraphExecutor::recordStateUpdates() {
+  if (injectedFault() == "drop-state-updates")
+    return;
   for (const auto &[id, exec] : buffers_) {
     int64_t current = irOf_.at(exec.unsafeGetTensorImpl());
     if (current != id)

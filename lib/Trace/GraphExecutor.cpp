@@ -71,6 +71,8 @@ int64_t GraphExecutor::tensorId(const at::Tensor &t, const std::string &hint) {
   int64_t id = out_.addTensor(std::move(c));
   irOf_[t.unsafeGetTensorImpl()] = id;
   keepAlive_.push_back(t);
+  if (snapshots_)
+    (*snapshots_)[id] = src.detach().clone();
   return id;
 }
 

@@ -47,6 +47,12 @@ public:
   /// Executes the graph; records IR nodes and the graph outputs.
   Status run(torch::jit::Graph &graph);
 
+  /// Keeps a copy of every recorded node output and constant, by IR id, as
+  /// LibTorch computed it (cpu mode): the self-check's reference values.
+  void keepSnapshots(std::unordered_map<int64_t, at::Tensor> *snapshots) {
+    snapshots_ = snapshots;
+  }
+
   /// The real (non-exec) tensor behind each declared param/buffer IR id.
   const std::unordered_map<int64_t, at::Tensor> &stateTensors() const { return state_; }
 
@@ -77,7 +83,7 @@ private:
   const c10::TensorImpl *rootOf(const c10::TensorImpl *impl) const;
   std::vector<int64_t> recordSyntheticNode(ir::Node n, const ir::Node &site,
                                            const std::vector<int64_t> &outputsLike);
-  Expected<std::string> functionalTwin(torch::jit::Node *node, const c10::FunctionSchema &schema);
+  Expected<c10::OperatorName> functionalTwin(torch::jit::Node *node, const c10::FunctionSchema &schema);
   void recordStateUpdates();
   int64_t addActivation(const at::Tensor &t, const std::string &name);
   Status bindOutputs(torch::jit::Graph &graph);
@@ -97,6 +103,7 @@ private:
   std::vector<c10::IValue> keepAlive_;                                // keeps impl addresses unique
   std::unordered_map<const c10::TensorImpl *, ViewInfo> views_;
   std::unordered_map<const c10::TensorImpl *, int64_t> familyVersion_; // keyed by root
+  std::unordered_map<int64_t, at::Tensor> *snapshots_ = nullptr;
   std::vector<std::pair<int64_t, at::Tensor>> buffers_;               // IR id, exec tensor
   std::unordered_map<const c10::TensorImpl *, int64_t> paramOfExec_;  // exec impl → param id
 };

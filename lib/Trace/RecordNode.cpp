@@ -147,8 +147,8 @@ Status GraphExecutor::recordNode(Node *node, const std::vector<c10::IValue> &inp
     } else if (v.isList() && isTensorLike(v)) {
       ir::TensorListRef refs;
       for (const auto &e : v.toListRef()) {
-        if (!e.isTensor()) { // a None of Tensor?[]: keeps its place
-          refs.indices.push_back(ir::TensorListRef::kNoneEntry);
+        if (!e.isTensor()) { // a None in Tensor?[] (x[:, idx]) keeps its position
+          refs.indices.push_back(-1);
           continue;
         }
         tensorInputs.push_back(e.toTensor());
@@ -195,7 +195,8 @@ Status GraphExecutor::recordNode(Node *node, const std::vector<c10::IValue> &inp
     auto twin = functionalTwin(node, schema);
     if (!twin)
       return twin.status();
-    opName = *twin;
+    opName = twin->name;
+    n.overload = twin->overload_name;
   }
   n.op = opName;
   std::vector<at::Tensor> tensorOutputs;
@@ -205,6 +206,8 @@ Status GraphExecutor::recordNode(Node *node, const std::vector<c10::IValue> &inp
       if (inplace)
         irOf_.erase(t.unsafeGetTensorImpl());
       n.outputs.push_back(addActivation(t, hint));
+      if (snapshots_)
+        (*snapshots_)[n.outputs.back()] = t.detach().clone();
       tensorOutputs.push_back(t);
       keepAlive_.push_back(t);
     });

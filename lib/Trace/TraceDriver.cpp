@@ -2,7 +2,9 @@
 // execute node by node → annotate → (write graph.pb and weights).
 #include "nnsc/Trace/Trace.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 #include <torch/csrc/jit/passes/inliner.h>
@@ -10,6 +12,7 @@
 #include "GraphExecutor.h"
 #include "MetaStandIns.h"
 #include "ModuleLoader.h"
+#include "SelfCheck.h"
 #include "nnsc/IR/Printer.h"
 #include "nnsc/IR/Serialize.h"
 #include "nnsc/Ops/OpRegistry.h"
@@ -82,8 +85,80 @@ void pruneUnusedTensors(ir::Graph &g) {
   g.compact(keep);
 }
 
+// Views read by nothing: mostly views taken before an in-place write, which
+// the trace replays on the written value (Functionalize.cpp). They cost
+// nothing and draw no random numbers, so dropping them changes no value.
+bool isPureView(const std::string &op) {
+  static const std::set<std::string> ops = {
+      "aten::slice",   "aten::select",    "aten::view",      "aten::reshape",   "aten::t",
+      "aten::transpose", "aten::permute", "aten::expand",    "aten::expand_as", "aten::narrow",
+      "aten::split",   "aten::unbind",    "aten::chunk",     "aten::squeeze",   "aten::unsqueeze",
+      "aten::detach",  "aten::alias",     "aten::diagonal",  "aten::as_strided", "aten::flatten",
+      "aten::unflatten", "aten::view_as", "aten::reshape_as", "aten::split_with_sizes"};
+  return ops.count(op) > 0;
+}
+
+void dropDeadViews(ir::Graph &g) {
+  std::vector<int> readers(g.tensors().size(), 0);
+  for (const auto &n : g.nodes())
+    for (auto i : n.inputs)
+      ++readers[static_cast<size_t>(i)];
+  for (auto o : g.outputs)
+    ++readers[static_cast<size_t>(o)];
+  for (const auto &u : g.stateUpdates)
+    ++readers[static_cast<size_t>(u.value)];
+  std::vector<bool> dead(g.nodes().size(), false);
+  for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
+    bool unread = std::all_of(it->outputs.begin(), it->outputs.end(),
+                              [&](int64_t o) { return readers[static_cast<size_t>(o)] == 0; });
+    if (!unread || !isPureView(it->op))
+      continue;
+    dead[static_cast<size_t>(it->id)] = true;
+    for (auto i : it->inputs)
+      --readers[static_cast<size_t>(i)];
+  }
+  std::vector<ir::Node> kept;
+  for (auto &n : g.nodes())
+    if (!dead[static_cast<size_t>(n.id)])
+      kept.push_back(std::move(n));
+  g.nodes() = std::move(kept);
+}
+
 std::string className(const torch::jit::Module &m) {
   return m.type()->name() ? m.type()->name()->name() : "Module";
+}
+
+int64_t stateBytes(const torch::jit::Module &m) {
+  int64_t bytes = 0;
+  for (const auto &p : m.named_parameters(/*recurse=*/true))
+    bytes += static_cast<int64_t>(p.value.nbytes());
+  for (const auto &b : m.named_buffers(/*recurse=*/true))
+    bytes += static_cast<int64_t>(b.value.nbytes());
+  return bytes;
+}
+
+// Runs the self-check when asked and affordable; returns its summary or the
+// reason it was skipped.
+Expected<std::string> maybeSelfCheck(const TraceOptions &options, torch::jit::Module &module,
+                                     torch::jit::Graph &inlined,
+                                     const std::vector<at::Tensor> &samples,
+                                     const std::vector<std::string> &names, const ir::Graph &g) {
+  using Verify = TraceOptions::Verify;
+  if (options.verify == Verify::Off)
+    return std::string("self-check skipped (--no-verify)");
+  if (!g.weightsWritten) {
+    if (options.verify == Verify::On)
+      return errorf("{}: error: --verify needs real weights, but the archive holds meta tensors",
+                    options.modelPath);
+    return std::string("self-check skipped: the archive's weights are on the meta device");
+  }
+  int64_t bytes = stateBytes(module);
+  if (options.verify == Verify::Auto && bytes > kSelfCheckAutoBytes)
+    return fmt::format("self-check skipped: {} MiB of weights is more than it runs on by "
+                       "default (--verify runs it)",
+                       bytes >> 20);
+  SelfCheckInput in{&module, &inlined, &samples, &names, &g, options.seed};
+  return selfCheckTrace(in);
 }
 
 } // namespace
@@ -135,9 +210,14 @@ Expected<TraceResult> traceModel(const TraceOptions &options) {
   NNSC_RETURN_IF_ERROR(exec.declareState());
   NNSC_RETURN_IF_ERROR(exec.bindInputs(*graph, samples, names));
   NNSC_RETURN_IF_ERROR(exec.run(*graph));
-  pruneUnusedTensors(g);
   result.weightsAvailable = !stateIsMeta(module);
   g.weightsWritten = result.weightsAvailable;
+  auto check = maybeSelfCheck(options, module, *graph, samples, names, g);
+  if (!check)
+    return check.status();
+  result.selfCheck = check.take();
+  dropDeadViews(g);
+  pruneUnusedTensors(g);
 
   auto unannotated = ops::annotateGraph(g, registry);
   if (!unannotated)
@@ -156,6 +236,7 @@ Status runTrace(const TraceOptions &options, const std::string &outDir, bool pri
     return result.status();
   for (const auto &w : result->warnings)
     log << "nnsc-trace: warning: " << w << '\n';
+  log << "nnsc-trace: " << result->selfCheck << '\n';
   if (!outDir.empty()) {
     NNSC_RETURN_IF_ERROR(writeTraceOutputs(options, *result, outDir));
     log << fmt::format("nnsc-trace: wrote {}/graph.pb ({} nodes, {} tensors)", outDir,

@@ -18,6 +18,19 @@ std::vector<ProgramStep> deviceProgram(const PartitionedGraph &pg, int device) {
         out.push_back({ProgramStep::RunAdapter, a});
     out.push_back({ProgramStep::RunNode, static_cast<int>(n)});
   }
+  // Buffer writes after every node: first the moves of their values, then
+  // the writes, so the program ends with one block of them.
+  std::vector<int> writes;
+  for (size_t w = 0; w < pg.stateWrites.size(); ++w) {
+    const StateWrite &write = pg.stateWrites[w];
+    if (!pg.tensors[static_cast<size_t>(write.state)].pieceOn(device))
+      continue;
+    if (write.adapter >= 0 && ran.insert(write.adapter).second)
+      out.push_back({ProgramStep::RunAdapter, write.adapter});
+    writes.push_back(static_cast<int>(w));
+  }
+  for (int w : writes)
+    out.push_back({ProgramStep::WriteState, w});
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "PartitionAdapters.h"
 #include "PartitionLayouts.h"
 #include "PartitionState.h"
+#include "nnsc/Ops/KernelWrites.h"
 
 namespace nnsc::transform {
 
@@ -44,6 +45,9 @@ private:
   bool consumerPartial(const ir::Node &node, size_t input) const;
   Status buildParts();
   Expected<int> adapterFor(const ir::Node &node, size_t input);
+  Expected<int> findOrBuildAdapter(int64_t t, const RvdLayout &consumer, const EdgeGrad &grad);
+  Status checkKernelWrites(const ir::Node &node, const std::vector<int> &adapters) const;
+  Status buildStateWrites();
   std::string edgeContext(const ir::Node &node, size_t input) const;
 
   const ir::Graph &graph_;
@@ -64,6 +68,7 @@ Expected<PartitionedGraph> Partitioner::run() {
   markGradients();
   classifyParamReads();
   NNSC_RETURN_IF_ERROR(buildParts());
+  NNSC_RETURN_IF_ERROR(buildStateWrites());
   pg_.reducers = gradReducers(graph_, pg_, keepPartial_);
   pg_.loss = lossInfo(graph_, pg_, splits_);
   return std::move(pg_);
@@ -102,9 +107,17 @@ Expected<RvdLayout> Partitioner::inputLayout(const ir::Tensor &t) const {
 }
 
 // Activations live where their producer writes them, graph inputs as fed,
-// state as its first reader wants it (unread state on device 0).
+// state as its first reader wants it (unread state on device 0); a buffer
+// that a kernel updates in place as the first such kernel wants it, so that
+// the kernel writes the stored piece itself.
 Status Partitioner::placeTensors() {
   std::vector<std::optional<RvdLayout>> layout(graph_.tensors().size());
+  for (const ir::Node &node : graph_.nodes())
+    for (int i : ops::kernelWrittenInputs(node)) {
+      auto &slot = layout[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])];
+      if (!slot)
+        slot = layouts_[static_cast<size_t>(node.id)].inputs[static_cast<size_t>(i)];
+    }
   for (const ir::Node &node : graph_.nodes()) {
     const NodeLayouts &l = layouts_[static_cast<size_t>(node.id)];
     for (size_t o = 0; o < node.outputs.size(); ++o)
@@ -179,6 +192,7 @@ Status Partitioner::buildParts() {
         return a.status();
       adapters.push_back(*a);
     }
+    NNSC_RETURN_IF_ERROR(checkKernelWrites(node, adapters));
     std::vector<int> devices = devicesOf(plan_.nodes(static_cast<int>(node.id)));
     for (size_t p = 0; p < devices.size(); ++p) {
       NodePart part{node.id, static_cast<int>(p), devices[p], {}, adapters, {}};
@@ -211,27 +225,78 @@ Expected<int> Partitioner::adapterFor(const ir::Node &node, size_t input) {
                   fmt::join(consumer.deviceSet(), ", "));
   EdgeGrad grad{needsGrad_[static_cast<size_t>(t)], consumerPartial(node, input),
                 keepPartial_[static_cast<size_t>(t)]};
+  auto index = findOrBuildAdapter(t, consumer, grad);
+  if (!index)
+    return index.status().withContext(edgeContext(node, input));
+  if (*index >= 0)
+    pg_.adapters[static_cast<size_t>(*index)].readers.emplace_back(node.id, input);
+  return index;
+}
+
+// The adapter turning `t` from its placement into `consumer`: one built
+// earlier for the same layout and gradient kind, or a new one; -1 when
+// nothing needs to run. Readers are the caller's to add.
+Expected<int> Partitioner::findOrBuildAdapter(int64_t t, const RvdLayout &consumer,
+                                              const EdgeGrad &grad) {
+  const RvdLayout &producer = pg_.tensors[static_cast<size_t>(t)].layout;
   auto key = std::make_tuple(t, consumer.canonical().strWithDevices(), grad.consumerPartial);
-  if (auto it = adapterIndex_.find(key); it != adapterIndex_.end()) {
-    if (it->second < 0)
-      return -1;
-    pg_.adapters[static_cast<size_t>(it->second)].readers.emplace_back(node.id, input);
+  if (auto it = adapterIndex_.find(key); it != adapterIndex_.end())
     return it->second;
-  }
   RvdSearchOptions search = options_.search;
   search.elementBytes = ir::dtypeSize(graph_.tensor(t).dtype);
   auto adapter = buildAdapter(t, producer, consumer, grad, search);
   if (!adapter)
-    return adapter.status().withContext(edgeContext(node, input));
-  if (adapter->ops.empty()) {
-    adapterIndex_[key] = -1;
-    return -1;
+    return adapter.status();
+  int index = -1;
+  if (!adapter->ops.empty()) {
+    index = static_cast<int>(pg_.adapters.size());
+    pg_.adapters.push_back(adapter.take());
   }
-  adapter->readers.emplace_back(node.id, input);
-  int index = static_cast<int>(pg_.adapters.size());
-  pg_.adapters.push_back(adapter.take());
   adapterIndex_[key] = index;
   return index;
+}
+
+// A kernel that updates a buffer in place must receive the stored piece; an
+// adapter would hand it a temporary and the update would be lost.
+Status Partitioner::checkKernelWrites(const ir::Node &node,
+                                      const std::vector<int> &adapters) const {
+  for (int i : ops::kernelWrittenInputs(node)) {
+    if (adapters[static_cast<size_t>(i)] < 0)
+      continue;
+    int64_t t = node.inputs[static_cast<size_t>(i)];
+    return errorf(
+        "error: {} updates buffer '{}' (%{}) in place, but the plan stores it as {} "
+        "and the node reads it as {}; the update would go to a temporary copy; give "
+        "every node that updates this buffer the same split",
+        plan::describeNode(node), graph_.tensor(t).name, t,
+        pg_.tensors[static_cast<size_t>(t)].layout.strWithDevices(),
+        layouts_[static_cast<size_t>(node.id)].inputs[static_cast<size_t>(i)].strWithDevices());
+  }
+  return Status::ok();
+}
+
+// Each state update's value, moved (without gradient) into its buffer's
+// stored layout on the devices that hold the buffer.
+Status Partitioner::buildStateWrites() {
+  for (const ir::StateUpdate &u : graph_.stateUpdates) {
+    const ir::Tensor &state = graph_.tensor(u.state);
+    const RvdLayout &stored = pg_.tensors[static_cast<size_t>(u.state)].layout;
+    const RvdLayout &value = pg_.tensors[static_cast<size_t>(u.value)].layout;
+    std::string context =
+        fmt::format("the update of buffer '{}' (%{}) from %{}", state.name, u.state, u.value);
+    if (state.kind != ir::TensorKind::Buffer)
+      return errorf("error: {}: %{} is not a buffer", context, u.state);
+    if (value.deviceSet() != stored.deviceSet())
+      return errorf("error: {}: the value lives on devices [{}] but the buffer on [{}]; moving "
+                    "tensors between device sets (pipeline stages) is not supported yet",
+                    context, fmt::join(value.deviceSet(), ", "),
+                    fmt::join(stored.deviceSet(), ", "));
+    auto index = findOrBuildAdapter(u.value, stored, EdgeGrad{});
+    if (!index)
+      return index.status().withContext(context);
+    pg_.stateWrites.push_back({u.state, u.value, *index});
+  }
+  return Status::ok();
 }
 
 } // namespace

@@ -19,6 +19,11 @@ Semantics mirrored from docs/trainer-config.md:
   mod N in uint64 arithmetic, and every input gets its tensor's rows.
 - each (micro, rank) loss is a mean over its micro-batch; the step's gradient
   is their average (loss / (accum*dp) per backward), the logged loss their mean.
+- buffers the forward writes (BatchNorm's running statistics) follow
+  data_parallel.buffers: broadcast (PyTorch DDP) runs every copy's micro-batch
+  from copy 0's buffers and carries copy 0's updated buffers on; average
+  carries on the mean of the copies' updated floating buffers (integer ones
+  from copy 0).
 - AdamW decays parameters with dim >= 2 only; clipping is clip_grad_norm_;
   cosine schedule with linear warmup as nanoGPT's get_lr.
 """
@@ -113,6 +118,37 @@ def make_optimizer(model, opt):
                eps=opt.get("eps", 1e-8), foreach=False)
 
 
+class DataParallelBuffers:
+    """The model's buffers as nnsc-run keeps them equal across copies: every copy's
+    forward of a micro-batch starts from the same buffers; afterwards copy 0's
+    (broadcast) or the copies' mean (average) carry on."""
+
+    def __init__(self, model, policy):
+        self.buffers = [b for _, b in model.named_buffers()]
+        self.policy = policy
+
+    def start(self):
+        self.before = [b.detach().clone() for b in self.buffers]
+        self.after = []
+
+    def before_copy(self):
+        with torch.no_grad():
+            for b, v in zip(self.buffers, self.before):
+                b.copy_(v)
+
+    def after_copy(self):
+        self.after.append([b.detach().clone() for b in self.buffers])
+
+    def finish(self):
+        with torch.no_grad():
+            for i, b in enumerate(self.buffers):
+                copies = [a[i] for a in self.after]
+                if self.policy == "average" and b.is_floating_point():
+                    b.copy_(torch.stack(copies).mean(dim=0))
+                else:
+                    b.copy_(copies[0])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
@@ -150,6 +186,7 @@ def main():
         block = data.get("block_size", 0) or shape[1]
         make_batch = lambda gs: batch(tokens, block, seed, gs)
     accum = train.get("grad_accumulation", 1)
+    buffers = DataParallelBuffers(model, cfg.get("data_parallel", {}).get("buffers", "broadcast"))
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "losses.jsonl"), "w")
     for step in range(train["steps"]):
@@ -159,12 +196,16 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         losses = []
         for micro in range(accum):
+            buffers.start()
             for rank in range(args.dp):
+                buffers.before_copy()
                 first = ((step * accum + micro) * args.dp + rank) * mbs
                 out = model(*make_batch(range(first, first + mbs)))
+                buffers.after_copy()
                 loss = out[0] if isinstance(out, tuple) else out
                 (loss / (accum * args.dp)).backward()
                 losses.append(loss.item())
+            buffers.finish()
         clip = opt.get("grad_clip", 0.0) or 0.0
         params = [p for p in model.parameters() if p.grad is not None]
         norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))

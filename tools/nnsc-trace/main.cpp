@@ -1,5 +1,6 @@
 // nnsc-trace: TorchScript archive + sample inputs → graph.pb + weights.
 //   nnsc-trace MODEL.pt --inputs SPEC.yaml -o OUTDIR [--device meta|cpu] [--print]
+//              [--verify | --no-verify]
 //   nnsc-trace --print OUTDIR/graph.pb
 #include <iostream>
 
@@ -21,7 +22,16 @@ int main(int argc, char **argv) {
   app.add_option("--custom-ops", opts.customOps, "YAML with annotations of user ops");
   app.add_option("--seed", opts.seed, "seed for random sample inputs")->default_val(0);
   app.add_flag("--print", print, "print the graph's text form");
+  bool verify = false, noVerify = false;
+  auto *v = app.add_flag("--verify", verify,
+                         "check the traced graph against LibTorch running the archive, whatever "
+                         "its size (default: when the weights are real and at most 1 GiB)");
+  app.add_flag("--no-verify", noVerify, "skip that check")->excludes(v);
   CLI11_PARSE(app, argc, argv);
+  if (verify)
+    opts.verify = nnsc::trace::TraceOptions::Verify::On;
+  if (noVerify)
+    opts.verify = nnsc::trace::TraceOptions::Verify::Off;
 
   nnsc::Status st = nnsc::Status::ok();
   bool isGraph =

@@ -77,7 +77,7 @@ struct CommCall {
 
 /// One statement group of the program, in execution order.
 struct RankStep {
-  enum Kind { Node, Adapter } kind = Node;
+  enum Kind { Node, Adapter, StateWrite } kind = Node;
   // Node: a node (or this rank's part of it) with arguments rewritten for
   // the local shapes, reading input i from adapter inputAdapters[i] (>= 0) or
   // from the tensor's own value on this rank (-1).
@@ -90,6 +90,10 @@ struct RankStep {
   int64_t tensor = -1;
   std::string description;
   std::vector<CommCall> calls;
+  // StateWrite: buffer `tensor` (a shard of this rank) takes, in place, the
+  // value of tensor `value` (after adapter `adapter` when >= 0). Written
+  // after every node and adapter.
+  int64_t value = -1;
 };
 
 /// Gradients of `shards` summed over `group` after backward, then divided
@@ -99,6 +103,14 @@ struct ReducerSpec {
   std::vector<std::string> shards; ///< local names, in shard order
   bool average = true;
   int divisor = 0;
+};
+
+/// Buffers `shards` held, piece for piece, by every rank of `group` (the same
+/// plan device in every data-parallel copy, and plan-level replicas): the
+/// trainer keeps them equal (manifest BufferSync).
+struct BufferSyncSpec {
+  int group = 0;
+  std::vector<std::string> shards; ///< local names, in shard order
 };
 
 struct RankLayout {
@@ -117,6 +129,7 @@ struct RankLayout {
   int lossReplicas = 1;
   std::vector<CommGroupSpec> groups; ///< the groups this rank is in, by id
   std::vector<ReducerSpec> reducers;
+  std::vector<BufferSyncSpec> bufferSyncs; ///< one per group, ascending group id
 };
 
 /// What every rank of a job shares: the partitioned graph (plans spanning
@@ -136,7 +149,8 @@ struct JobLayout {
 /// Partitions `graph` by a validated `plan` (when it spans several devices)
 /// and numbers the communication groups of every data-parallel copy: the
 /// adapters' groups first (copy by copy, adapter by adapter), then the
-/// gradient reducers' (a parameter slice's holders in every copy). Errors:
+/// gradient reducers' (a parameter slice's holders in every copy), then the
+/// buffers' (a buffer piece's holders in every copy, when more than one). Errors:
 /// the partition pass's, and an adapter whose collective members are not in
 /// ascending device order (all_reduce groups are reordered freely).
 Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan);

@@ -39,11 +39,8 @@ struct SourceLoc {
 struct TensorRef {
   int32_t index = 0;
 };
-/// A list of tensors (Tensor[] or Tensor?[]); entry kNoneEntry stands for a
-/// None element of an optional list (aten::index's `x[:, idx]`).
 struct TensorListRef {
-  static constexpr int32_t kNoneEntry = -1;
-  std::vector<int32_t> indices;
+  std::vector<int32_t> indices; ///< -1: None (an absent entry of a Tensor?[] list)
 };
 struct NoneValue {};
 struct DeviceValue {

@@ -59,6 +59,12 @@ struct CheckpointConfig {
   std::string resume = "auto"; ///< auto | never | a checkpoint directory
 };
 
+struct DataParallelConfig {
+  /// How copies keep the buffers the forward writes equal: broadcast (copy
+  /// 0's before every forward, as PyTorch DDP) | average (after every forward).
+  std::string buffers = "broadcast";
+};
+
 /// The typed configuration. `positions` says where each key got its value
 /// (file:line:col, or the command-line option), for later error messages.
 struct TrainerConfig {
@@ -74,6 +80,7 @@ struct TrainerConfig {
   OptimizerConfig optimizer;
   LrScheduleConfig lrSchedule;
   CheckpointConfig checkpoint;
+  DataParallelConfig dataParallel;
   std::string metrics; ///< default ${run_dir}/metrics.jsonl
 
   std::string path;                            ///< the YAML file

@@ -6,8 +6,10 @@
 /// inputs (on the meta device by default: shapes without memory or FLOPs).
 /// Non-tensor computations (sizes, shape arithmetic) are folded into
 /// constant arguments, ops that return their input unchanged are dropped,
-/// in-place ops become out-of-place ones (SSA), and every node keeps its
-/// module path, module class and source location.
+/// in-place ops become out-of-place ones (SSA; writes through views reach
+/// their base and buffer writes become state updates), and every node keeps
+/// its module path, module class and source location. The trace then checks
+/// itself against LibTorch running the archive (TraceOptions::verify).
 
 #include <ostream>
 #include <string>
@@ -24,13 +26,22 @@ struct TraceOptions {
   std::string device = "meta"; ///< "meta" or "cpu"
   std::string customOps;       ///< optional YAML of user op annotations and libraries
   uint64_t seed = 0;           ///< for random sample inputs in cpu mode
+  /// The self-check (SelfCheck.h): Auto runs it when the archive has real
+  /// weights of at most kSelfCheckAutoBytes; On insists (an archive of meta
+  /// weights is then an error); Off skips it.
+  enum class Verify { Auto, On, Off } verify = Verify::Auto;
 };
+
+/// Largest parameter + buffer footprint the self-check runs on by default.
+inline constexpr int64_t kSelfCheckAutoBytes = int64_t{1} << 30;
 
 struct TraceResult {
   ir::Graph graph;
   /// One line per op left replicate-only: "op (first at file:line, N nodes)".
   std::vector<std::string> warnings;
   bool weightsAvailable = false; ///< false when the archive holds meta tensors
+  /// What the self-check did: its summary, or why it did not run.
+  std::string selfCheck;
 };
 
 /// Traces the model. Does not write anything.

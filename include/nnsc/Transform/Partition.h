@@ -178,6 +178,16 @@ struct LossInfo {
   std::vector<LossPart> parts;
 };
 
+/// A buffer write of the graph (ir::StateUpdate) as the devices run it: after
+/// every node, each device holding a piece of buffer `state` copies into that
+/// piece its piece of `value` in the buffer's stored layout: the result of
+/// `adapter` (built without gradient), or `value`'s own piece when -1.
+struct StateWrite {
+  int64_t state = -1;
+  int64_t value = -1;
+  int adapter = -1;
+};
+
 /// The partitioned graph: everything a codegen needs per plan device.
 struct PartitionedGraph {
   int numDevices = 0; ///< plan_ngpus
@@ -189,6 +199,8 @@ struct PartitionedGraph {
   /// One per (trainable parameter, distinct shard), in tensor order.
   std::vector<GradReducer> reducers;
   LossInfo loss;
+  /// One per graph state update, in the graph's order.
+  std::vector<StateWrite> stateWrites;
 
   /// The part of node `node` on `device`, or nullptr.
   const NodePart *partOn(int64_t node, int device) const;
@@ -202,19 +214,26 @@ struct PartitionOptions {
 /// Partitions `graph` by `plan` (which must pass plan::validatePlan).
 /// Errors: a tensor whose producer and consumer run on different device sets
 /// (pipeline boundaries are not supported yet), an annotation that no longer
-/// binds, the RVD search failing. Messages name the tensor and nodes.
+/// binds, the RVD search failing, a buffer that a kernel updates in place
+/// (ops::kernelWrittenInputs) reaching it through communication (the update
+/// would go to a temporary). Messages name the tensor and nodes.
+///
+/// State (parameters, buffers, constants) is stored as its first reader
+/// wants it, except that a buffer a kernel updates in place is stored as the
+/// first such kernel wants it.
 Expected<PartitionedGraph> partitionGraph(const ir::Graph &graph, const proto::Plan &plan,
                                           const PartitionOptions &options = {});
 
 /// One entry of a device's program, in execution order.
 struct ProgramStep {
-  enum Kind { RunAdapter, RunNode } kind = RunNode;
-  int index = 0; ///< adapter index, or node id
+  enum Kind { RunAdapter, RunNode, WriteState } kind = RunNode;
+  int index = 0; ///< adapter index, node id, or index into stateWrites
 };
 
 /// What plan device `device` runs, in order: for every node (topological
 /// order) that has a part on `device`, first the adapters that feed it and
-/// have not run yet, then the node part.
+/// have not run yet, then the node part; after all nodes, the adapters of
+/// the state writes of buffers it holds, then those writes.
 std::vector<ProgramStep> deviceProgram(const PartitionedGraph &pg, int device);
 
 /// The node's arguments rewritten for `part`'s local shapes

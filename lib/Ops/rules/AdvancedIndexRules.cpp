@@ -32,7 +32,7 @@ std::optional<IndexEntries> indexEntries(const ir::Graph &g, const ir::Node &n) 
   IndexEntries e;
   for (size_t k = 0; k < refs->indices.size(); ++k) {
     int32_t i = refs->indices[k];
-    if (i == ir::TensorListRef::kNoneEntry)
+    if (i == -1) // None (see TensorListRef)
       continue;
     if (i <= 0 || static_cast<size_t>(i) >= n.inputs.size())
       return std::nullopt;

@@ -74,6 +74,45 @@ TEST_CASE("graph survives a protobuf round trip through a file") {
   CHECK(back->nodes()[0].loc.line == 12);
 }
 
+TEST_CASE("empty lists, None entries of tensor lists and state updates survive a round trip") {
+  Graph g = tinyGraph();
+  int64_t buf =
+      g.addTensor({-1, "bn.steps", {}, DType::Int64, false, TensorKind::Buffer, {}, {}});
+  int64_t next =
+      g.addTensor({-1, "next", {}, DType::Int64, false, TensorKind::Activation, {}, {}});
+  Node add;
+  add.op = "aten::index";
+  add.inputs = {buf, buf};
+  add.outputs = {next};
+  add.args = {{"self", TensorRef{0}},
+              {"indices", TensorListRef{{-1, 1}}},
+              {"stride", std::vector<int64_t>{}},
+              {"scales", std::vector<double>{}},
+              {"mask", std::vector<bool>{}}};
+  g.addNode(add);
+  g.stateUpdates.push_back({buf, next});
+  std::string path = (std::filesystem::temp_directory_path() / "nnsc-unit-graph2.pb").string();
+  REQUIRE(writeGraph(g, path).isOk());
+  auto back = readGraph(path);
+  REQUIRE(back.isOk());
+  std::string text = printGraph(*back);
+  CHECK(text == printGraph(g));
+  CHECK(text.find("aten::index(self=%4, indices=[None, %4], stride=[], scales=[], mask=[])") !=
+        std::string::npos);
+  CHECK(text.find("update %4 'bn.steps' <- %5") != std::string::npos);
+}
+
+TEST_CASE("a state update of a tensor that is not a buffer is refused") {
+  Graph g = tinyGraph();
+  g.stateUpdates.push_back({1, 2}); // fc.weight is a parameter
+  std::string path = (std::filesystem::temp_directory_path() / "nnsc-unit-graph3.pb").string();
+  REQUIRE(writeGraph(g, path).isOk());
+  auto back = readGraph(path);
+  REQUIRE_FALSE(back.isOk());
+  CHECK_THAT(back.status().message(),
+             Catch::Matchers::ContainsSubstring("writes %1 'fc.weight', which is not a buffer"));
+}
+
 TEST_CASE("readGraph names the file when it is not a graph") {
   std::string path = (std::filesystem::temp_directory_path() / "nnsc-unit-notgraph.pb").string();
   REQUIRE(writeFileAtomic(path, std::string("\xff\xff\xff garbage", 11)).isOk());

@@ -71,7 +71,7 @@ Argument i64(std::string name, int64_t v) { return arg(std::move(name), v); }
 Argument refs(std::vector<int32_t> indices) {
   return arg("indices", ir::TensorListRef{std::move(indices)});
 }
-constexpr int32_t kNone = ir::TensorListRef::kNoneEntry;
+constexpr int32_t kNone = -1; // a None entry of a TensorListRef
 const ir::DType kLong = ir::DType::Int64, kBool = ir::DType::Bool;
 
 } // namespace

@@ -21,6 +21,9 @@ public:
   int64_t param(const std::string &name, ir::Shape shape) {
     return add(name, std::move(shape), ir::DType::Float32, ir::TensorKind::Param, true);
   }
+  int64_t buffer(const std::string &name, ir::Shape shape, ir::DType dtype = ir::DType::Float32) {
+    return add(name, std::move(shape), dtype, ir::TensorKind::Buffer, false);
+  }
   /// A node with one output of `shape`; returns the output's tensor id.
   int64_t op(const std::string &name, std::vector<int64_t> inputs, ir::Shape shape,
              const std::string &anno, const std::string &module = "",
@@ -73,6 +76,29 @@ inline ir::Graph mlp() {
   int64_t l = b.op("aten::sum", {y}, {1}, "a+ b+ -> 1", "loss");
   b.loss(l);
   b.graph.name = "HandMLP";
+  return b.graph;
+}
+
+/// A linear layer whose forward keeps running statistics in two buffers:
+/// r = neg(stat.mean) (read first, returned), y = fc(x), m = mean of y over
+/// the batch, stat.mean <- stat.mean + m, stat.count <- stat.count + 1,
+/// loss = sum(y). Tensors: x 0, fc.weight 1, stat.mean 2, stat.count 3.
+inline ir::Graph runningStats() {
+  Builder b;
+  int64_t x = b.input("x", {4, 8});
+  int64_t w = b.param("fc.weight", {16, 8});
+  int64_t mean = b.buffer("stat.mean", {16});
+  int64_t count = b.buffer("stat.count", {}, ir::DType::Int64);
+  int64_t r = b.op("aten::neg", {mean}, {16}, "a -> a", "stat");
+  int64_t y = b.op("aten::linear", {x, w}, {4, 16}, kLinear, "fc");
+  int64_t m = b.op("aten::mean", {y}, {16}, "a^ b -> b", "stat");
+  int64_t newMean = b.op("aten::add", {mean, m}, {16}, "a, a -> a", "stat");
+  int64_t newCount = b.op("aten::add", {count}, {}, "", "stat", ir::DType::Int64);
+  int64_t l = b.op("aten::sum", {y}, {1}, "a+ b+ -> 1", "loss");
+  b.graph.outputs = {l, r};
+  b.graph.lossOutput = 0;
+  b.graph.stateUpdates = {{mean, newMean}, {count, newCount}};
+  b.graph.name = "RunningStats";
   return b.graph;
 }
 

@@ -87,7 +87,7 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
              Catch::Matchers::StartsWith(
                  "cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
                  "program, run_dir, seed, threads, device, backend, comm_timeout_s, "
-                 "data, train, optimizer, lr_schedule, checkpoint, metrics"));
+                 "data, train, optimizer, lr_schedule, checkpoint, data_parallel, metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
   REQUIRE(!s.isOk());
   CHECK_THAT(s.status().message(),
@@ -177,4 +177,25 @@ TEST_CASE("config: hash ignores bookkeeping keys", "[runtime][config]") {
   CHECK(configHash(*a) != configHash(*c));
   CHECK_THAT(describeConfig(*a),
              Catch::Matchers::ContainsSubstring("optimizer.betas: [0.9, 0.95]\n"));
+}
+
+TEST_CASE("config: data_parallel.buffers chooses how copies keep buffers equal",
+          "[runtime][config]") {
+  auto c = parse(kBase);
+  REQUIRE(c.isOk());
+  CHECK(c->dataParallel.buffers == "broadcast");
+  auto avg = parse(std::string(kBase) + "data_parallel:\n  buffers: average\n");
+  REQUIRE(avg.isOk());
+  CHECK(avg->dataParallel.buffers == "average");
+  CHECK(configHash(*avg) != configHash(*c)); // it changes the training math
+  auto bad = parse(std::string(kBase) + "data_parallel:\n  buffers: local\n");
+  REQUIRE(!bad.isOk());
+  CHECK_THAT(bad.status().message(),
+             Catch::Matchers::StartsWith("cfg.yaml:13:3: error: 'data_parallel.buffers' must "
+                                         "be one of: broadcast, average, got 'local'"));
+  auto key = parse(std::string(kBase) + "data_parallel:\n  buffer: average\n");
+  REQUIRE(!key.isOk());
+  CHECK_THAT(key.status().message(),
+             Catch::Matchers::ContainsSubstring(
+                 "unknown key 'buffer' in section 'data_parallel'; expected one of: buffers"));
 }
