@@ -137,6 +137,27 @@ at::Tensor &metaWhereOut(const at::Tensor &condition, const at::Tensor &self,
   return out;
 }
 
+// aten::repeat_interleave.self_int is composite: it builds a repeats tensor
+// and sizes its result from that tensor's data, which meta tensors lack (the
+// result came out empty). With an int count the shape is known.
+void metaRepeatInterleaveKernel(const c10::OperatorHandle &, torch::jit::Stack *stack) {
+  c10::IValue outputSize = torch::jit::pop(*stack);
+  c10::IValue dim = torch::jit::pop(*stack);
+  int64_t repeats = torch::jit::pop(*stack).toInt();
+  at::Tensor self = torch::jit::pop(*stack).toTensor();
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (dim.isNone()) {
+    shape = {self.numel() * repeats};
+  } else {
+    int64_t d = dim.toInt() < 0 ? dim.toInt() + self.dim() : dim.toInt();
+    shape.at(static_cast<size_t>(d)) *= repeats;
+  }
+  if (!outputSize.isNone() && !dim.isNone())
+    shape.at(static_cast<size_t>(dim.toInt() < 0 ? dim.toInt() + self.dim() : dim.toInt())) =
+        outputSize.toInt();
+  torch::jit::push(*stack, at::empty(shape, self.options()));
+}
+
 bool needsStandIn(const c10::OperatorHandle &op) {
   using c10::DispatchKey;
   if (!op.hasSchema() || op.hasKernelForDispatchKey(DispatchKey::Meta))
@@ -174,6 +195,8 @@ size_t installOverrides(Registry &r, c10::Dispatcher &dispatcher) {
        c10::KernelFunction::makeFromBoxedFunction<&metaConvolutionKernel>()},
       {"aten::one_hot", "", c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaOneHot)},
       {"aten::where", "self", c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaWhere)},
+      {"aten::repeat_interleave", "self_int",
+       c10::KernelFunction::makeFromBoxedFunction<&metaRepeatInterleaveKernel>()},
       {"aten::where", "self_out",
        c10::KernelFunction::makeFromUnboxedRuntimeFunction(&metaWhereOut)},
   };

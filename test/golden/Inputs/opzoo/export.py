@@ -304,7 +304,7 @@ class Create(nn.Module):
 class Vision(nn.Module):
     """Ops of vision and MoE models: advanced indexing (a relative-position bias table, None
     entries, two index tensors), take_along_dim, roll, topk, stochastic depth, bernoulli,
-    windows (unfold, F.unfold), a transposed convolution, group and instance norm, and writes
+    windows (unfold, F.unfold), repeat_interleave, a transposed convolution, group and instance norm, and writes
     into views (slice_scatter, select_scatter, index_put)."""
 
     def __init__(self):
@@ -329,7 +329,7 @@ class Vision(nn.Module):
                      torch.take_along_dim(x, idx, 1), values, where, x.roll(1, 0),
                      x / 0.8 * keep, torch.bernoulli(torch.sigmoid(x)), x.unfold(1, 2, 2),
                      F.unfold(img, 2, stride=2), self.up(img), self.gn(img), self.inorm(img),
-                     mask, put)
+                     mask, put, x.repeat_interleave(2, dim=1), x.repeat_interleave(2))
 
 
 IMAGES = [("seq", [2, 3, 8], "float32", [-1, 1]), ("img", [2, 3, 8, 8], "float32", [-1, 1])]
