@@ -24,7 +24,9 @@ one device does; AdamW magnifies that rounding where a gradient nearly cancels,
 so --outliers F lets up to a fraction F of a tensor's elements (at least one)
 exceed --rtol as long as they stay within 10 x --rtol; the table names every
 tensor that needed it. --f64-floor also trains a float64 reference and prints,
-for those tensors, how far nnsc and float32 PyTorch each are from it.
+for those tensors, how far nnsc and float32 PyTorch each are from it; --f64-judge
+(implies --f64-floor) lets such a tensor pass when nnsc is at least as close to the
+float64 result as float32 PyTorch is.
 Prints a table and `parity: N passed, 0 failed` on success.
 
 --attention picks the attention form of nanogpt and llama (their export's option; default
@@ -225,7 +227,7 @@ def compare(args, work, pending=()):
     merged = torch.load(os.path.join(work, "merged.pt"), weights_only=True)
     final = torch.load(os.path.join(work, "ref", "final.pt"), weights_only=True)
     exact = torch.load(os.path.join(work, "ref64", "final.pt"), weights_only=True) if args.f64_floor else None
-    worst, outliers = 0.0, 0
+    worst, outliers, closer = 0.0, 0, 0
     for k, v in final.items():
         if k in pending:
             print(f"buffer {k}: not checked, PENDING (nnsc-trace records no state update for it)")
@@ -246,18 +248,30 @@ def compare(args, work, pending=()):
         allowed = max(1, int(args.outliers * rel.numel())) if args.outliers > 0 else 0
         ok = beyond <= allowed and e <= 10 * wtol
         outliers += ok and beyond > 0
+        # --f64-judge: beyond the tolerance, nnsc still passes when it is at least as close to
+        # the float64 result as float32 PyTorch is (the gap is PyTorch's rounding, not nnsc's).
+        judged = (not ok and args.f64_judge and exact is not None
+                  and max_rel(merged[k], exact[k]) <= max_rel(v, exact[k]))
+        if judged:
+            ok = True
+            closer += 1
         shown = int((rel > args.rtol).sum().item())
         if shown:
             note = ""
             if exact is not None:
                 note = (f"; from a float64 reference: nnsc {max_rel(merged[k], exact[k]):.2e}, "
                         f"pytorch float32 {max_rel(v, exact[k]):.2e}")
+            verdict = ("  ok: nnsc is closer to float64 than float32 PyTorch" if judged
+                       else "" if ok else f"  FAIL (tolerance {wtol:g})")
             print(f"weight {k}: max rel err {e:.2e}, {shown} of {rel.numel()} elements beyond "
-                  f"{args.rtol:g}{note}{'' if ok else f'  FAIL (tolerance {wtol:g})'}")
+                  f"{args.rtol:g}{note}{verdict}")
         passed, failed = passed + ok, failed + (not ok)
     print(f"merged weights: {len(final)} tensors, worst max-abs-diff / max-abs {worst:.2e}")
     if outliers:
         print(f"{outliers} weight tensors passed with outliers (--outliers {args.outliers:g})")
+    if closer:
+        print(f"{closer} weight tensors passed beyond the tolerance, closer to float64 than "
+              f"float32 PyTorch (--f64-judge)")
     print(f"parity: {passed} passed, {failed} failed")
     return failed == 0
 
@@ -282,6 +296,9 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
     ap.add_argument("--outliers", type=float, default=0.0,
                     help="fraction of a weight tensor's elements allowed beyond --rtol (see above)")
+    ap.add_argument("--f64-judge", action="store_true",
+                    help="with --f64-floor: a weight beyond the tolerance passes when nnsc is at "
+                         "least as close to the float64 result as float32 PyTorch")
     ap.add_argument("--f64-floor", action="store_true",
                     help="also train a float64 reference and show distances to it")
     ap.add_argument("--attention", default="explicit", choices=["explicit", "sdpa", "auto"],
@@ -323,6 +340,8 @@ def main():
     ref = [PY, f"{HERE}/reference_train.py", f"{work}/train.yaml", "--model",
            f"{work}/model/model.pt", "--dp", str(args.dp), "--inputs", f"{work}/model/inputs.yaml"]
     run(ref + ["--out", f"{work}/ref"])
+    if args.f64_judge:
+        args.f64_floor = True
     if args.f64_floor:
         run(ref + ["--out", f"{work}/ref64", "--float64"])
     final = torch.load(os.path.join(work, "ref", "final.pt"), weights_only=True)
