@@ -281,7 +281,9 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
     originals.insert(p.info.originalName);
   r.tensors = int64_t(originals.size());
   r.aliases = int64_t(merged->size()) - r.tensors;
-  NNSC_RETURN_IF_ERROR(saveStateDict(*merged, o.output));
+  if (!o.output.empty())
+    NNSC_RETURN_IF_ERROR(saveStateDict(*merged, o.output));
+  r.merged = merged.take();
   return r;
 }
 

@@ -22,7 +22,7 @@ struct MergeOptions {
   /// A checkpoint directory (step-<N>), a run directory (its newest complete
   /// checkpoint), or with fromProgram a program directory.
   std::string input;
-  std::string output;       ///< the merged file (merged.pt)
+  std::string output;       ///< the merged file (merged.pt); empty: do not write one
   std::string manifests;    ///< optional program directory: shard tables from rank{r}.pb
   bool fromProgram = false; ///< merge the program's initial rank{r}.safetensors
 };
@@ -32,6 +32,8 @@ struct MergeResult {
   int ranks = 0;
   int64_t tensors = 0; ///< original tensors
   int64_t aliases = 0; ///< extra names of tied tensors
+  /// Every merged tensor by state_dict name, tied aliases included.
+  std::map<std::string, at::Tensor> merged;
 };
 
 Expected<MergeResult> mergeCheckpoint(const MergeOptions &options);
