@@ -47,7 +47,12 @@ Status traceStage(const VerifyOptions &o, Job &job, ir::Graph &graph, std::ostre
     log << "nnsc-verify: trace: warning: " << w << '\n';
   log << "nnsc-verify: trace: " << result->selfCheck << '\n';
   NNSC_RETURN_IF_ERROR(trace::writeTraceOutputs(t, *result, job.work + "/trace"));
-  graph = std::move(result->graph);
+  // Plan what nnsc-plan would read: the written graph (its fingerprint is the
+  // one codegen checks; the in-memory trace can print differently).
+  auto written = ir::readGraph(job.work + "/trace/graph.pb");
+  if (!written)
+    return written.status();
+  graph = written.take();
   return Status::ok();
 }
 
@@ -70,10 +75,14 @@ Status planStage(const VerifyOptions &o, Job &job, const ir::Graph &graph) {
   return plan::writePlan(*made, job.work + "/plan.pb");
 }
 
-void describeGraph(const ir::Graph &graph, Job &job) {
+Status describeGraph(const VerifyOptions &o, const ir::Graph &graph, Job &job) {
   job.modelClass = graph.name;
-  for (const auto &u : graph.stateUpdates)
-    job.writtenBuffers.insert(graph.tensor(u.state).name);
+  for (const auto &t : graph.tensors())
+    if (t.kind == ir::TensorKind::Param && t.requiresGrad)
+      return Status::ok();
+  return errorf("{}: error: the model has no trainable parameters; nnsc-verify compares "
+                "training steps",
+                o.modelPath);
 }
 
 std::string yamlString(const std::string &s) {
@@ -95,7 +104,7 @@ Status compileJob(const VerifyOptions &o, Job &job, std::ostream &log) {
   job.microBatch = job.inputs[0].shape[0];
   ir::Graph graph;
   NNSC_RETURN_IF_ERROR(traceStage(o, job, graph, log));
-  describeGraph(graph, job);
+  NNSC_RETURN_IF_ERROR(describeGraph(o, graph, job));
   NNSC_RETURN_IF_ERROR(planStage(o, job, graph));
   codegen::CodeGenOptions c;
   c.graphPath = job.work + "/trace/graph.pb";

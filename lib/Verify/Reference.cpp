@@ -142,6 +142,9 @@ Expected<ReferenceRun> train(const VerifyOptions &o, const Job &job) {
   Batches batches{job, data.take(), o.seed};
   ReferenceRun run;
   collectState(m, "", run.stateDict);
+  std::vector<at::Tensor> initial;
+  for (const auto &e : run.stateDict)
+    initial.push_back(e.value.detach().clone());
   rt::Optimizer optimizer(job.optimizer, trainable(run.stateDict));
   std::vector<at::Tensor> leaves;
   for (const auto &p : optimizer.params())
@@ -156,8 +159,11 @@ Expected<ReferenceRun> train(const VerifyOptions &o, const Job &job) {
     optimizer.step(job.optimizer.lr);
     optimizer.zeroGrad();
   }
-  for (auto &e : run.stateDict)
+  for (size_t i = 0; i < run.stateDict.size(); ++i) {
+    auto &e = run.stateDict[i];
     e.value = e.value.detach().clone();
+    e.written = e.buffer && !e.value.equal(initial[i]);
+  }
   return run;
 }
 

@@ -26,7 +26,6 @@ struct Job {
   int ranks = 1, planNgpus = 1, dpCopies = 1;
   int64_t microBatch = 1;     ///< B per rank: the first input's first dim
   std::vector<trace::InputSpecEntry> inputs; ///< forward order
-  std::set<std::string> writtenBuffers;      ///< buffers the forward updates
   rt::OptimizerConfig optimizer;             ///< resolved defaults
   double weightsRtol = 0;
 };
@@ -39,6 +38,7 @@ struct ReferenceRun {
     std::string name;
     at::Tensor value;
     bool buffer = false;
+    bool written = false; ///< a buffer training changed (running statistics)
   };
   std::vector<Entry> stateDict;
 };

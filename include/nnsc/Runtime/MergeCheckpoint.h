@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct MergeOptions {
   std::string output;       ///< the merged file (merged.pt); empty: do not write one
   std::string manifests;    ///< optional program directory: shard tables from rank{r}.pb
   bool fromProgram = false; ///< merge the program's initial rank{r}.safetensors
+  /// Original names left out of the merge (e.g. buffers whose data-parallel
+  /// replicas legitimately differ); their aliases go with them.
+  std::set<std::string> exclude;
 };
 
 struct MergeResult {
