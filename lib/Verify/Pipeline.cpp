@@ -75,6 +75,25 @@ Status planStage(const VerifyOptions &o, Job &job, const ir::Graph &graph) {
   return plan::writePlan(*made, job.work + "/plan.pb");
 }
 
+// Random ops draw different values in nnsc-run (seed + dp_rank per copy,
+// split ranks) than in the one reference process: say so before a mismatch.
+void warnRandomness(const ir::Graph &graph, std::ostream &log) {
+  for (const auto &n : graph.nodes()) {
+    bool dropout = n.op.find("dropout") != std::string::npos;
+    const ir::Argument *p = n.arg("p");
+    if (dropout && p && std::holds_alternative<double>(p->value) &&
+        std::get<double>(p->value) == 0.0)
+      continue;
+    if (dropout || n.op.find("bernoulli") != std::string::npos ||
+        n.op.find("rand") != std::string::npos) {
+      log << fmt::format("nnsc-verify: warning: {} at {} draws random values; nnsc-run and the "
+                         "reference draw different ones (export with dropout 0)\n",
+                         n.op, n.locString());
+      return;
+    }
+  }
+}
+
 Status describeGraph(const VerifyOptions &o, const ir::Graph &graph, Job &job) {
   job.modelClass = graph.name;
   for (const auto &t : graph.tensors())
@@ -105,6 +124,7 @@ Status compileJob(const VerifyOptions &o, Job &job, std::ostream &log) {
   ir::Graph graph;
   NNSC_RETURN_IF_ERROR(traceStage(o, job, graph, log));
   NNSC_RETURN_IF_ERROR(describeGraph(o, graph, job));
+  warnRandomness(graph, log);
   NNSC_RETURN_IF_ERROR(planStage(o, job, graph));
   codegen::CodeGenOptions c;
   c.graphPath = job.work + "/trace/graph.pb";
@@ -216,7 +236,7 @@ std::string tail(const std::string &path, size_t n) {
   std::string text;
   for (const auto &l : lines)
     text += "\n  " + l;
-  return text;
+  return text.empty() ? std::string("\n  (nothing)") : text;
 }
 
 Expected<int> spawnAndWait(const std::vector<std::string> &argv, const std::string &logPath) {

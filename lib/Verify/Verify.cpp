@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "VerifyImpl.h"
+#include "nnsc/Plan/Plan.h"
 #include "nnsc/Support/File.h"
 
 namespace nnsc::verify {
@@ -26,6 +27,16 @@ Status checkOptions(const VerifyOptions &o) {
     return errorf("{}: error: no such plan file", o.planFile);
   if (o.ranks < 1)
     return errorf("error: --ranks {}: expected at least 1", o.ranks);
+  if (o.planNgpus < 0 || (o.planNgpus > 0 && o.ranks % o.planNgpus != 0))
+    return errorf("error: --ranks {} is not a multiple of --tp {} (the devices one model copy "
+                  "spans)",
+                  o.ranks, o.planNgpus);
+  plan::PlanOptions p;
+  p.policy = o.policy;
+  p.runtimeNgpus = o.ranks;
+  p.planNgpus = o.planNgpus;
+  p.planFile = o.planFile;
+  NNSC_RETURN_IF_ERROR(plan::checkOptions(p));
   if (o.steps < 1 || o.accumulation < 1)
     return errorf("error: --steps {} --accum {}: both must be at least 1", o.steps,
                   o.accumulation);
