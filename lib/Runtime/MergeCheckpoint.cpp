@@ -275,10 +275,9 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
       NNSC_RETURN_IF_ERROR(collectCheckpoint(*dir, k, o.manifests, pieces));
   }
   if (!o.exclude.empty())
-    pieces.erase(std::remove_if(pieces.begin(), pieces.end(),
-                                [&](const ShardPiece &p) {
-                                  return o.exclude.count(p.info.originalName) > 0;
-                                }),
+    pieces.erase(std::remove_if(
+                     pieces.begin(), pieces.end(),
+                     [&](const ShardPiece &p) { return o.exclude.count(p.info.originalName) > 0; }),
                  pieces.end());
   auto merged = assembleShards(pieces);
   if (!merged)

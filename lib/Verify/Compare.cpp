@@ -77,14 +77,14 @@ double relDiff(const at::Tensor &got, const at::Tensor &want) {
   return worst / std::max(scale, 1e-12);
 }
 
-std::string shapeText(const at::Tensor &t) { return fmt::format("[{}]", fmt::join(t.sizes(), ", ")); }
+std::string shapeText(const at::Tensor &t) {
+  return fmt::format("[{}]", fmt::join(t.sizes(), ", "));
+}
 
 // Buffers that training writes (BatchNorm's running statistics) follow each
 // data-parallel copy's own batches in nnsc-run today; the reference saw all of
 // them. Those are compared only with one copy.
-bool skipped(const ReferenceRun::Entry &e, const Job &job) {
-  return e.written && job.dpCopies > 1;
-}
+bool skipped(const ReferenceRun::Entry &e, const Job &job) { return e.written && job.dpCopies > 1; }
 
 TensorRow tensorRow(const ReferenceRun::Entry &e, const std::map<std::string, at::Tensor> &merged,
                     const Job &job) {
@@ -115,10 +115,10 @@ std::string num(double v) { return std::isinf(v) ? "inf" : fmt::format("{:.2e}",
 
 void printHeader(const VerifyOptions &o, const Job &job, std::ostream &out) {
   const auto &opt = job.optimizer;
-  std::string optText = opt.name == "sgd"
-                            ? fmt::format("sgd lr {:g} momentum {:g}", opt.lr, opt.momentum)
-                            : fmt::format("{} lr {:g} weight decay {:g}", opt.name, opt.lr,
-                                          opt.weightDecay);
+  std::string optText =
+      opt.name == "sgd"
+          ? fmt::format("sgd lr {:g} momentum {:g}", opt.lr, opt.momentum)
+          : fmt::format("{} lr {:g} weight decay {:g}", opt.name, opt.lr, opt.weightDecay);
   out << fmt::format("nnsc-verify: {} under policy {}: {} ranks = {} data-parallel x {} per "
                      "copy; {} steps, micro-batch {}, accumulation {}, {}\n",
                      job.modelClass, o.policy, job.ranks, job.dpCopies, job.planNgpus, o.steps,
@@ -126,8 +126,8 @@ void printHeader(const VerifyOptions &o, const Job &job, std::ostream &out) {
 }
 
 void printLosses(const std::vector<LossRow> &rows, std::ostream &out) {
-  out << fmt::format("{:>4}  {:>14}  {:>14}  {:>9}  {:>9}\n", "step", "nnsc loss",
-                     "reference loss", "|diff|", "rel diff");
+  out << fmt::format("{:>4}  {:>14}  {:>14}  {:>9}  {:>9}\n", "step", "nnsc loss", "reference loss",
+                     "|diff|", "rel diff");
   for (const auto &r : rows)
     out << fmt::format("{:>4}  {:>14}  {:>14.8f}  {:>9}  {:>9}  {}\n", r.step,
                        r.nnsc ? fmt::format("{:.8f}", *r.nnsc) : std::string("(none)"), r.ref,
@@ -141,8 +141,9 @@ void printTensors(const std::vector<TensorRow> &rows, std::ostream &out) {
   out << fmt::format("{:<{}}  {:<6}  {}\n", "tensor", width, "kind", "max |diff| / max |ref|");
   for (const auto &r : rows) {
     std::string verdict = !r.compared ? r.note
-                          : r.note.empty() ? fmt::format("{:>9}  {}", num(r.rel), r.ok ? "ok" : "FAIL")
-                                           : fmt::format("{:>9}  FAIL ({})", num(r.rel), r.note);
+                          : r.note.empty()
+                              ? fmt::format("{:>9}  {}", num(r.rel), r.ok ? "ok" : "FAIL")
+                              : fmt::format("{:>9}  FAIL ({})", num(r.rel), r.note);
     out << fmt::format("{:<{}}  {:<6}  {}\n", r.name, width, r.kind, verdict);
   }
 }
@@ -153,16 +154,17 @@ std::string verdict(const VerifyOptions &o, const Job &job, const std::vector<Lo
   auto badTensor = std::find_if(tensors.begin(), tensors.end(), [](auto &r) { return !r.ok; });
   std::string tol = fmt::format("rtol {:g}", job.weightsRtol);
   if (badLoss == losses.end() && badTensor == tensors.end()) {
-    int64_t compared = std::count_if(tensors.begin(), tensors.end(), [](auto &r) { return r.compared; });
+    int64_t compared =
+        std::count_if(tensors.begin(), tensors.end(), [](auto &r) { return r.compared; });
     std::string lossTol = job.weightsRtol == o.rtol ? "" : fmt::format(" within rtol {:g}", o.rtol);
     return fmt::format("nnsc-verify: PASS: {} steps{}, {} tensors within {}", losses.size(),
                        lossTol, compared, tol);
   }
   std::string tensorText;
   if (badTensor != tensors.end())
-    tensorText = fmt::format("tensor '{}' differs by {} ({}){}", badTensor->name,
-                             num(badTensor->rel), tol,
-                             badTensor->note.empty() ? "" : ": " + badTensor->note);
+    tensorText =
+        fmt::format("tensor '{}' differs by {} ({}){}", badTensor->name, num(badTensor->rel), tol,
+                    badTensor->note.empty() ? "" : ": " + badTensor->note);
   if (badLoss == losses.end())
     return "nnsc-verify: FAIL: " + tensorText;
   std::string lossText =

@@ -162,9 +162,9 @@ Expected<int> perturbRank(const Job &job, int rank, const std::string &tensor) {
   auto m = rt::loadRankManifest(fmt::format("{}/rank{}.pb", job.program, rank));
   if (!m)
     return m.status();
-  std::string path = fmt::format("{}/{}", job.program,
-                                 m->weights().empty() ? fmt::format("rank{}.safetensors", rank)
-                                                      : m->weights());
+  std::string path =
+      fmt::format("{}/{}", job.program,
+                  m->weights().empty() ? fmt::format("rank{}.safetensors", rank) : m->weights());
   auto file = SafetensorsFile::open(path);
   if (!file)
     return file.status();
@@ -271,8 +271,7 @@ Status runTrainer(const VerifyOptions &o, const Job &job, std::ostream &log) {
     return errorf("{}: error: nnsc-run not found (it must sit beside nnsc-verify)", bin);
   std::string logPath = job.work + "/run.log";
   log << fmt::format("nnsc-verify: nnsc-run on {} processes (log: {})\n", job.ranks, logPath);
-  auto rc = spawnAndWait({bin, job.config, "--nproc-per-node", std::to_string(job.ranks)},
-                         logPath);
+  auto rc = spawnAndWait({bin, job.config, "--nproc-per-node", std::to_string(job.ranks)}, logPath);
   if (!rc)
     return rc.status();
   if (*rc != 0)

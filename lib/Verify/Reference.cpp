@@ -21,17 +21,28 @@ namespace {
 
 std::optional<at::ScalarType> scalarType(ir::DType t) {
   switch (t) {
-  case ir::DType::Float32: return at::kFloat;
-  case ir::DType::Float64: return at::kDouble;
-  case ir::DType::Float16: return at::kHalf;
-  case ir::DType::BFloat16: return at::kBFloat16;
-  case ir::DType::Int64: return at::kLong;
-  case ir::DType::Int32: return at::kInt;
-  case ir::DType::Int16: return at::kShort;
-  case ir::DType::Int8: return at::kChar;
-  case ir::DType::UInt8: return at::kByte;
-  case ir::DType::Bool: return at::kBool;
-  default: return std::nullopt;
+  case ir::DType::Float32:
+    return at::kFloat;
+  case ir::DType::Float64:
+    return at::kDouble;
+  case ir::DType::Float16:
+    return at::kHalf;
+  case ir::DType::BFloat16:
+    return at::kBFloat16;
+  case ir::DType::Int64:
+    return at::kLong;
+  case ir::DType::Int32:
+    return at::kInt;
+  case ir::DType::Int16:
+    return at::kShort;
+  case ir::DType::Int8:
+    return at::kChar;
+  case ir::DType::UInt8:
+    return at::kByte;
+  case ir::DType::Bool:
+    return at::kBool;
+  default:
+    return std::nullopt;
   }
 }
 
@@ -53,7 +64,9 @@ Expected<at::Tensor> drawInput(const trace::InputSpecEntry &e, int64_t n, at::Ge
   return at::randint(int64_t(lo), int64_t(hi), shape, gen, opts);
 }
 
-uint64_t rowOf(uint64_t g, uint64_t seed, uint64_t n) { return (g * 2654435761ULL + seed * 97) % n; }
+uint64_t rowOf(uint64_t g, uint64_t seed, uint64_t n) {
+  return (g * 2654435761ULL + seed * 97) % n;
+}
 
 Expected<std::vector<at::Tensor>> readDataset(const Job &job) {
   auto file = SafetensorsFile::open(job.data);
@@ -181,8 +194,8 @@ Status writeDataset(const VerifyOptions &o, const Job &job) {
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor &t = tensors[i];
-    entries.push_back({job.inputs[i].name, std::string(ir::dtypeSafetensorsCode(job.inputs[i].dtype)),
-                       t.sizes().vec(),
+    entries.push_back({job.inputs[i].name,
+                       std::string(ir::dtypeSafetensorsCode(job.inputs[i].dtype)), t.sizes().vec(),
                        std::string_view(static_cast<const char *>(t.data_ptr()), t.nbytes())});
   }
   NNSC_RETURN_IF_ERROR(makeDirs(std::filesystem::path(job.data).parent_path().string()));
@@ -200,8 +213,8 @@ Expected<ReferenceRun> trainReference(const VerifyOptions &o, const Job &job) {
   try {
     run = train(o, job);
   } catch (const std::exception &e) {
-    run = Status::error(fmt::format("{}: error: the reference (LibTorch) failed: {}", o.modelPath,
-                                    e.what()));
+    run = Status::error(
+        fmt::format("{}: error: the reference (LibTorch) failed: {}", o.modelPath, e.what()));
   }
   torch::jit::setGraphExecutorOptimize(optimize);
   at::set_num_threads(threads);

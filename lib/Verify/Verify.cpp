@@ -38,8 +38,7 @@ Status checkOptions(const VerifyOptions &o) {
   p.planFile = o.planFile;
   NNSC_RETURN_IF_ERROR(plan::checkOptions(p));
   if (o.steps < 1 || o.accumulation < 1)
-    return errorf("error: --steps {} --accum {}: both must be at least 1", o.steps,
-                  o.accumulation);
+    return errorf("error: --steps {} --accum {}: both must be at least 1", o.steps, o.accumulation);
   if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
     return errorf("error: unknown optimizer '{}'; expected one of: sgd, adam, adamw", o.optimizer);
   if (!(o.rtol > 0))
@@ -97,8 +96,9 @@ private:
 Expected<bool> runStages(const VerifyOptions &o, Job &job, std::ostream &out, std::ostream &log) {
   Stopwatch clock;
   NNSC_RETURN_IF_ERROR(compileJob(o, job, log));
-  log << fmt::format("nnsc-verify: traced, planned ({} ranks = {} x {}) and generated in {:.1f} s\n",
-                     job.ranks, job.dpCopies, job.planNgpus, clock.lap());
+  log << fmt::format(
+      "nnsc-verify: traced, planned ({} ranks = {} x {}) and generated in {:.1f} s\n", job.ranks,
+      job.dpCopies, job.planNgpus, clock.lap());
   if (!o.faultTensor.empty())
     NNSC_RETURN_IF_ERROR(injectFault(job, o.faultTensor, log));
   NNSC_RETURN_IF_ERROR(writeDataset(o, job));

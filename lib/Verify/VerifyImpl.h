@@ -17,14 +17,14 @@ namespace nnsc::verify {
 
 /// What the compile stage produced and the later stages read.
 struct Job {
-  std::string work;           ///< the work directory
-  std::string program;        ///< WORK/program (rank{r}.py/.pb/.safetensors)
-  std::string config;         ///< WORK/train.yaml
-  std::string runDir;         ///< WORK/run
-  std::string data;           ///< WORK/data/train.safetensors
-  std::string modelClass;     ///< the graph's name ("MLP")
+  std::string work;       ///< the work directory
+  std::string program;    ///< WORK/program (rank{r}.py/.pb/.safetensors)
+  std::string config;     ///< WORK/train.yaml
+  std::string runDir;     ///< WORK/run
+  std::string data;       ///< WORK/data/train.safetensors
+  std::string modelClass; ///< the graph's name ("MLP")
   int ranks = 1, planNgpus = 1, dpCopies = 1;
-  int64_t microBatch = 1;     ///< B per rank: the first input's first dim
+  int64_t microBatch = 1;                    ///< B per rank: the first input's first dim
   std::vector<trace::InputSpecEntry> inputs; ///< forward order
   rt::OptimizerConfig optimizer;             ///< resolved defaults
   double weightsRtol = 0;

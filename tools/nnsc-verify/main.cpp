@@ -16,8 +16,8 @@ int main(int argc, char **argv) {
   nnsc::verify::VerifyOptions o;
   app.add_option("model", o.modelPath, "TorchScript archive (real weights)")->required();
   app.add_option("--inputs", o.inputsPath, "sample-input spec (inputs.yaml)")->required();
-  auto *policy = app.add_option("--policy", o.policy, "dp, tp, data, hybrid or file")
-                     ->default_val("dp");
+  auto *policy =
+      app.add_option("--policy", o.policy, "dp, tp, data, hybrid or file")->default_val("dp");
   app.add_option("--tp", o.planNgpus, "devices one model copy spans (tp, data, hybrid, file)");
   auto *planFile = app.add_option("--plan-file", o.planFile, "a plan YAML (implies --policy file)");
   app.add_option("--ranks", o.ranks, "processes to train on")->default_val(2);

@@ -32,14 +32,14 @@ struct VerifyOptions {
   double momentum = 0.9;         ///< SGD
   double weightDecay = -1;       ///< < 0: 0 for sgd, 0.1 for adam(w)
   double gradClip = 0;
-  double rtol = 1e-5;         ///< losses (and weights under SGD)
-  double weightsRtol = 0;     ///< 0 = rtol (sgd), 10 x rtol (adam, adamw)
-  int64_t samples = 64;       ///< rows of the generated dataset
-  uint64_t seed = 1234;       ///< data rows and values
-  std::string workDir;        ///< empty: a fresh temporary directory
-  bool keep = false;          ///< keep a temporary work directory on success
-  std::string trainerBinary;  ///< empty: nnsc-run beside this executable
-  std::string faultTensor;    ///< testing: perturb this tensor's shards before training
+  double rtol = 1e-5;        ///< losses (and weights under SGD)
+  double weightsRtol = 0;    ///< 0 = rtol (sgd), 10 x rtol (adam, adamw)
+  int64_t samples = 64;      ///< rows of the generated dataset
+  uint64_t seed = 1234;      ///< data rows and values
+  std::string workDir;       ///< empty: a fresh temporary directory
+  bool keep = false;         ///< keep a temporary work directory on success
+  std::string trainerBinary; ///< empty: nnsc-run beside this executable
+  std::string faultTensor;   ///< testing: perturb this tensor's shards before training
 };
 
 struct VerifyResult {
