@@ -1,5 +1,6 @@
 #include "nnsc/Runtime/MergeCheckpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -273,6 +274,11 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
     for (int k = 0; k < r.ranks; ++k)
       NNSC_RETURN_IF_ERROR(collectCheckpoint(*dir, k, o.manifests, pieces));
   }
+  if (!o.exclude.empty())
+    pieces.erase(std::remove_if(
+                     pieces.begin(), pieces.end(),
+                     [&](const ShardPiece &p) { return o.exclude.count(p.info.originalName) > 0; }),
+                 pieces.end());
   auto merged = assembleShards(pieces);
   if (!merged)
     return merged.status().withContext(r.source);
@@ -281,7 +287,9 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
     originals.insert(p.info.originalName);
   r.tensors = int64_t(originals.size());
   r.aliases = int64_t(merged->size()) - r.tensors;
-  NNSC_RETURN_IF_ERROR(saveStateDict(*merged, o.output));
+  if (!o.output.empty())
+    NNSC_RETURN_IF_ERROR(saveStateDict(*merged, o.output));
+  r.merged = merged.take();
   return r;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,12 @@ struct MergeOptions {
   /// A checkpoint directory (step-<N>), a run directory (its newest complete
   /// checkpoint), or with fromProgram a program directory.
   std::string input;
-  std::string output;       ///< the merged file (merged.pt)
+  std::string output;       ///< the merged file (merged.pt); empty: do not write one
   std::string manifests;    ///< optional program directory: shard tables from rank{r}.pb
   bool fromProgram = false; ///< merge the program's initial rank{r}.safetensors
+  /// Original names left out of the merge (e.g. buffers whose data-parallel
+  /// replicas legitimately differ); their aliases go with them.
+  std::set<std::string> exclude;
 };
 
 struct MergeResult {
@@ -32,6 +36,8 @@ struct MergeResult {
   int ranks = 0;
   int64_t tensors = 0; ///< original tensors
   int64_t aliases = 0; ///< extra names of tied tensors
+  /// Every merged tensor by state_dict name, tied aliases included.
+  std::map<std::string, at::Tensor> merged;
 };
 
 Expected<MergeResult> mergeCheckpoint(const MergeOptions &options);
