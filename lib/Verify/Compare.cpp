@@ -81,10 +81,9 @@ std::string shapeText(const at::Tensor &t) {
   return fmt::format("[{}]", fmt::join(t.sizes(), ", "));
 }
 
-// Buffers that training writes (BatchNorm's running statistics) follow each
-// data-parallel copy's own batches in nnsc-run today; the reference saw all of
-// them. Those are compared only with one copy.
-bool skipped(const ReferenceRun::Entry &e, const Job &job) { return e.written && job.dpCopies > 1; }
+// Every tensor is compared: buffers that training writes follow copy 0's
+// batches in nnsc-run (data_parallel.buffers: broadcast) and in the reference.
+bool skipped(const ReferenceRun::Entry &, const Job &) { return false; }
 
 TensorRow tensorRow(const ReferenceRun::Entry &e, const std::map<std::string, at::Tensor> &merged,
                     const Job &job) {
@@ -157,8 +156,9 @@ std::string verdict(const VerifyOptions &o, const Job &job, const std::vector<Lo
     int64_t compared =
         std::count_if(tensors.begin(), tensors.end(), [](auto &r) { return r.compared; });
     std::string lossTol = job.weightsRtol == o.rtol ? "" : fmt::format(" within rtol {:g}", o.rtol);
-    return fmt::format("nnsc-verify: PASS: {} steps{}, {} tensors within {}", losses.size(),
-                       lossTol, compared, tol);
+    return fmt::format("nnsc-verify: PASS: {} step{}{}, {} tensor{} within {}", losses.size(),
+                       losses.size() == 1 ? "" : "s", lossTol, compared,
+                       compared == 1 ? "" : "s", tol);
   }
   std::string tensorText;
   if (badTensor != tensors.end())

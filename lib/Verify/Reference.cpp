@@ -131,18 +131,49 @@ at::Tensor lossOf(const c10::IValue &out) {
   return out.toTensor();
 }
 
-// One optimizer step's forward/backward passes; returns the mean loss.
+std::vector<at::Tensor> buffersOf(const torch::jit::Module &m) {
+  std::vector<at::Tensor> out;
+  for (const auto &b : m.named_buffers(/*recurse=*/true))
+    out.push_back(b.value);
+  return out;
+}
+
+void assign(const std::vector<at::Tensor> &to, const std::vector<at::Tensor> &from) {
+  at::NoGradGuard noGrad;
+  for (size_t i = 0; i < to.size(); ++i)
+    to[i].copy_(from[i]);
+}
+
+std::vector<at::Tensor> snapshot(const std::vector<at::Tensor> &ts) {
+  std::vector<at::Tensor> out;
+  for (const auto &t : ts)
+    out.push_back(t.detach().clone());
+  return out;
+}
+
+// One optimizer step's forward/backward passes; returns the mean loss. The
+// buffers follow nnsc-run's default (data_parallel.buffers: broadcast, DDP's
+// semantics): every copy's micro-batch starts from copy 0's buffers, and copy
+// 0's updates carry on.
 double accumulate(torch::jit::Module &m, const Batches &batches, const VerifyOptions &o,
                   const Job &job, int step) {
   double sum = 0;
   int accum = o.accumulation, dp = job.dpCopies;
-  for (int micro = 0; micro < accum; ++micro)
+  std::vector<at::Tensor> buffers = buffersOf(m);
+  for (int micro = 0; micro < accum; ++micro) {
+    std::vector<at::Tensor> start = snapshot(buffers), afterCopy0;
     for (int rank = 0; rank < dp; ++rank) {
+      if (rank > 0)
+        assign(buffers, start);
       int64_t first = ((int64_t(step) * accum + micro) * dp + rank) * job.microBatch;
       at::Tensor loss = lossOf(m.forward(batches.at(first)));
       (loss / double(accum * dp)).backward();
       sum += loss.item<double>();
+      if (rank == 0)
+        afterCopy0 = snapshot(buffers);
     }
+    assign(buffers, afterCopy0);
+  }
   return sum / double(accum * dp);
 }
 
