@@ -296,6 +296,9 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
     ap.add_argument("--outliers", type=float, default=0.0,
                     help="fraction of a weight tensor's elements allowed beyond --rtol (see above)")
+    ap.add_argument("--check-resume", action="store_true",
+                    help="also resume the run from its step-10 checkpoint and require the same "
+                         "losses and merged state, bit for bit")
     ap.add_argument("--f64-judge", action="store_true",
                     help="with --f64-floor: a weight beyond the tolerance passes when nnsc is at "
                          "least as close to the float64 result as float32 PyTorch")
@@ -345,7 +348,30 @@ def main():
     if args.f64_floor:
         run(ref + ["--out", f"{work}/ref64", "--float64"])
     final = torch.load(os.path.join(work, "ref", "final.pt"), weights_only=True)
-    sys.exit(0 if compare(args, work, pending_buffers(args, work, b, final)) else 1)
+    ok = compare(args, work, pending_buffers(args, work, b, final))
+    if args.check_resume:
+        ok = check_resume(work, b, ngpus) and ok
+    sys.exit(0 if ok else 1)
+
+
+def check_resume(work, b, ngpus):
+    """Resumes the run from its step-10 checkpoint into another directory: every later step's
+    loss and the final merged state (weights, optimizer-independent buffers included) must equal
+    the uninterrupted run's bit for bit."""
+    run([f"{b}/nnsc-run", f"{work}/train.yaml", "--nproc-per-node", str(ngpus),
+         f"--run_dir={work}/resumed", f"--checkpoint.resume={work}/run/checkpoints/step-10"])
+    run([f"{b}/nnsc-merge-ckpt", f"{work}/resumed", "-o", f"{work}/resumed.pt"])
+    first = [json.loads(l) for l in open(f"{work}/run/metrics.jsonl")]
+    again = {r["step"]: r["loss"] for r in map(json.loads, open(f"{work}/resumed/metrics.jsonl"))
+             if "loss" in r}
+    bad = [r["step"] for r in first if "loss" in r and r["step"] > 10
+           and again.get(r["step"]) != r["loss"]]
+    a = torch.load(f"{work}/merged.pt", weights_only=True)
+    c = torch.load(f"{work}/resumed.pt", weights_only=True)
+    differ = [k for k in a if k not in c or not torch.equal(a[k], c[k])]
+    print(f"resume from step 10: {len(again)} steps, losses {'equal' if not bad else f'differ at steps {bad}'}; "
+          f"{len(a)} merged tensors {'equal' if not differ else f'differ: {differ[:3]}'}")
+    return not bad and not differ
 
 
 if __name__ == "__main__":
