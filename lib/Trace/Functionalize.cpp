@@ -23,11 +23,11 @@ namespace {
 // through one is the written value reshaped to the parent's shape.
 bool isReshapeView(const std::string &op) {
   static const std::set<std::string> ops = {
-      "aten::view",     "aten::reshape",    "aten::_reshape_alias", "aten::_unsafe_view",
-      "aten::flatten",  "aten::unflatten",  "aten::squeeze",        "aten::unsqueeze",
-      "aten::view_as",  "aten::reshape_as", "aten::alias",          "aten::detach",
-      "aten::contiguous", "aten::expand",   "aten::expand_as",      "aten::to",
-      "aten::type_as",  "aten::dropout",    "aten::feature_dropout", "aten::alpha_dropout"};
+      "aten::view",       "aten::reshape",    "aten::_reshape_alias",  "aten::_unsafe_view",
+      "aten::flatten",    "aten::unflatten",  "aten::squeeze",         "aten::unsqueeze",
+      "aten::view_as",    "aten::reshape_as", "aten::alias",           "aten::detach",
+      "aten::contiguous", "aten::expand",     "aten::expand_as",       "aten::to",
+      "aten::type_as",    "aten::dropout",    "aten::feature_dropout", "aten::alpha_dropout"};
   return ops.count(op) > 0;
 }
 
@@ -164,31 +164,31 @@ Expected<int64_t> GraphExecutor::scatterIntoParent(const ViewInfo &view, int64_t
                    {copiedArg(v, "offset", int64_t{0}), copiedArg(v, "dim1", int64_t{0}),
                     copiedArg(v, "dim2", int64_t{1})});
   if (op == "aten::as_strided")
-    return scatter("aten::as_strided_scatter",
-                   {copiedArg(v, "size", std::vector<int64_t>{}),
-                    copiedArg(v, "stride", std::vector<int64_t>{}),
-                    copiedArg(v, "storage_offset", ir::NoneValue{})});
+    return scatter("aten::as_strided_scatter", {copiedArg(v, "size", std::vector<int64_t>{}),
+                                                copiedArg(v, "stride", std::vector<int64_t>{}),
+                                                copiedArg(v, "storage_offset", ir::NoneValue{})});
   if (op == "aten::narrow" && v.arg("start") &&
       std::holds_alternative<int64_t>(v.arg("start")->value)) {
     int64_t start = v.intArg("start", 0);
-    return scatter("aten::slice_scatter", {copiedArg(v, "dim", int64_t{0}), {"start", start},
+    return scatter("aten::slice_scatter", {copiedArg(v, "dim", int64_t{0}),
+                                           {"start", start},
                                            {"end", start + v.intArg("length", 0)},
                                            {"step", int64_t{1}}});
   }
   if (op == "aten::unbind")
-    return scatter("aten::select_scatter", {copiedArg(v, "dim", int64_t{0}),
-                                            {"index", static_cast<int64_t>(view.output)}});
+    return scatter("aten::select_scatter",
+                   {copiedArg(v, "dim", int64_t{0}), {"index", static_cast<int64_t>(view.output)}});
   if (op == "aten::split" || op == "aten::split_with_sizes" || op == "aten::chunk" ||
       op == "aten::unsafe_split" || op == "aten::unsafe_chunk" || op == "aten::tensor_split") {
     int64_t dim = wrapDim(v.intArg("dim", 0), parentShape.size());
     int64_t start = splitOffset(out_, v, view.output, dim);
     int64_t size = valueShape.at(static_cast<size_t>(dim));
-    return scatter("aten::slice_scatter", {{"dim", dim}, {"start", start},
-                                           {"end", start + size}, {"step", int64_t{1}}});
+    return scatter("aten::slice_scatter",
+                   {{"dim", dim}, {"start", start}, {"end", start + size}, {"step", int64_t{1}}});
   }
   if (op == "aten::transpose")
-    return unary("aten::transpose", {copiedArg(v, "dim0", int64_t{0}),
-                                     copiedArg(v, "dim1", int64_t{1})});
+    return unary("aten::transpose",
+                 {copiedArg(v, "dim0", int64_t{0}), copiedArg(v, "dim1", int64_t{1})});
   if (op == "aten::t")
     return unary("aten::t", {});
   if (op == "aten::permute") {
@@ -202,10 +202,10 @@ Expected<int64_t> GraphExecutor::scatterIntoParent(const ViewInfo &view, int64_t
     }
   }
   if (isReshapeView(op)) {
-    int64_t parentNumel = std::accumulate(parentShape.begin(), parentShape.end(), int64_t{1},
-                                          std::multiplies<>());
-    int64_t valueNumel = std::accumulate(valueShape.begin(), valueShape.end(), int64_t{1},
-                                         std::multiplies<>());
+    int64_t parentNumel =
+        std::accumulate(parentShape.begin(), parentShape.end(), int64_t{1}, std::multiplies<>());
+    int64_t valueNumel =
+        std::accumulate(valueShape.begin(), valueShape.end(), int64_t{1}, std::multiplies<>());
     if (parentShape == valueShape)
       return valueId;
     if (parentNumel == valueNumel)
@@ -254,7 +254,8 @@ Status GraphExecutor::propagateWrite(Node *node, const at::Tensor &written,
 
 // The out-of-place op recorded for an in-place one: `add_` → `add`,
 // `__iand__` → `__and__`; it must take the same arguments.
-Expected<c10::OperatorName> GraphExecutor::functionalTwin(Node *node, const c10::FunctionSchema &schema) {
+Expected<c10::OperatorName> GraphExecutor::functionalTwin(Node *node,
+                                                          const c10::FunctionSchema &schema) {
   const auto &args = schema.arguments();
   for (size_t i = 1; i < args.size(); ++i)
     if (args[i].alias_info() && args[i].alias_info()->isWrite())

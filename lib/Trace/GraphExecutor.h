@@ -49,9 +49,7 @@ public:
 
   /// Keeps a copy of every recorded node output and constant, by IR id, as
   /// LibTorch computed it (cpu mode): the self-check's reference values.
-  void keepSnapshots(std::unordered_map<int64_t, at::Tensor> *snapshots) {
-    snapshots_ = snapshots;
-  }
+  void keepSnapshots(std::unordered_map<int64_t, at::Tensor> *snapshots) { snapshots_ = snapshots; }
 
   /// The real (non-exec) tensor behind each declared param/buffer IR id.
   const std::unordered_map<int64_t, at::Tensor> &stateTensors() const { return state_; }
@@ -83,7 +81,8 @@ private:
   const c10::TensorImpl *rootOf(const c10::TensorImpl *impl) const;
   std::vector<int64_t> recordSyntheticNode(ir::Node n, const ir::Node &site,
                                            const std::vector<int64_t> &outputsLike);
-  Expected<c10::OperatorName> functionalTwin(torch::jit::Node *node, const c10::FunctionSchema &schema);
+  Expected<c10::OperatorName> functionalTwin(torch::jit::Node *node,
+                                             const c10::FunctionSchema &schema);
   void recordStateUpdates();
   int64_t addActivation(const at::Tensor &t, const std::string &name);
   Status bindOutputs(torch::jit::Graph &graph);
@@ -104,8 +103,8 @@ private:
   std::unordered_map<const c10::TensorImpl *, ViewInfo> views_;
   std::unordered_map<const c10::TensorImpl *, int64_t> familyVersion_; // keyed by root
   std::unordered_map<int64_t, at::Tensor> *snapshots_ = nullptr;
-  std::vector<std::pair<int64_t, at::Tensor>> buffers_;               // IR id, exec tensor
-  std::unordered_map<const c10::TensorImpl *, int64_t> paramOfExec_;  // exec impl → param id
+  std::vector<std::pair<int64_t, at::Tensor>> buffers_;              // IR id, exec tensor
+  std::unordered_map<const c10::TensorImpl *, int64_t> paramOfExec_; // exec impl → param id
 };
 
 /// Module path, module class and source location of a graph node.

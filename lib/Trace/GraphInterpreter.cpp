@@ -58,8 +58,8 @@ Expected<std::shared_ptr<torch::jit::Operator>> findOperator(const ir::Node &nod
   return errorf("LibTorch has no operator {} taking these arguments", node.op);
 }
 
-c10::IValue listValue(const ir::TensorListRef &refs, const c10::TypePtr &type,
-                      const ir::Node &node, const TensorValues &values) {
+c10::IValue listValue(const ir::TensorListRef &refs, const c10::TypePtr &type, const ir::Node &node,
+                      const TensorValues &values) {
   auto elem = type->expectRef<c10::ListType>().getElementType();
   if (elem->cast<c10::OptionalType>()) {
     c10::List<c10::optional<at::Tensor>> list;
@@ -166,10 +166,9 @@ Status interpretGraph(const ir::Graph &graph, TensorValues &values,
   for (const ir::Node &node : graph.nodes()) {
     Status st = runNode(node, values);
     if (!st.isOk())
-      return Status::error(fmt::format("{}: error: running node %{} ({}{}) of the traced graph: {}",
-                                       node.locString(), node.id, node.op,
-                                       node.modulePath.empty() ? "" : " in " + node.modulePath,
-                                       st.message()));
+      return Status::error(fmt::format(
+          "{}: error: running node %{} ({}{}) of the traced graph: {}", node.locString(), node.id,
+          node.op, node.modulePath.empty() ? "" : " in " + node.modulePath, st.message()));
     NNSC_RETURN_IF_ERROR(afterNode(node));
   }
   return Status::ok();

@@ -26,11 +26,13 @@ double difference(const at::Tensor &got, const at::Tensor &want) {
   if (got.numel() == 0)
     return 0;
   if (!at::isFloatingType(want.scalar_type()) && !at::isComplexType(want.scalar_type()))
-    return got.equal(want) ? 0 : (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
+    return got.equal(want)
+               ? 0
+               : (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
   at::Tensor g = got.to(at::kDouble), w = want.to(at::kDouble);
   at::Tensor bothNan = g.isnan() & w.isnan();
-  at::Tensor diff = (g - w).abs().masked_fill(bothNan, 0).nan_to_num(
-      std::numeric_limits<double>::infinity());
+  at::Tensor diff =
+      (g - w).abs().masked_fill(bothNan, 0).nan_to_num(std::numeric_limits<double>::infinity());
   double worst = diff.max().item<double>();
   double scale = std::max(1.0, w.abs().masked_fill(w.isnan(), 0).max().item<double>());
   return worst <= kRelTolerance * scale ? 0 : worst;

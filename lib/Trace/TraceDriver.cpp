@@ -90,11 +90,12 @@ void pruneUnusedTensors(ir::Graph &g) {
 // nothing and draw no random numbers, so dropping them changes no value.
 bool isPureView(const std::string &op) {
   static const std::set<std::string> ops = {
-      "aten::slice",   "aten::select",    "aten::view",      "aten::reshape",   "aten::t",
-      "aten::transpose", "aten::permute", "aten::expand",    "aten::expand_as", "aten::narrow",
-      "aten::split",   "aten::unbind",    "aten::chunk",     "aten::squeeze",   "aten::unsqueeze",
-      "aten::detach",  "aten::alias",     "aten::diagonal",  "aten::as_strided", "aten::flatten",
-      "aten::unflatten", "aten::view_as", "aten::reshape_as", "aten::split_with_sizes"};
+      "aten::slice",     "aten::select",    "aten::view",       "aten::reshape",
+      "aten::t",         "aten::transpose", "aten::permute",    "aten::expand",
+      "aten::expand_as", "aten::narrow",    "aten::split",      "aten::unbind",
+      "aten::chunk",     "aten::squeeze",   "aten::unsqueeze",  "aten::detach",
+      "aten::alias",     "aten::diagonal",  "aten::as_strided", "aten::flatten",
+      "aten::unflatten", "aten::view_as",   "aten::reshape_as", "aten::split_with_sizes"};
   return ops.count(op) > 0;
 }
 

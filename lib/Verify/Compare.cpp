@@ -157,8 +157,8 @@ std::string verdict(const VerifyOptions &o, const Job &job, const std::vector<Lo
         std::count_if(tensors.begin(), tensors.end(), [](auto &r) { return r.compared; });
     std::string lossTol = job.weightsRtol == o.rtol ? "" : fmt::format(" within rtol {:g}", o.rtol);
     return fmt::format("nnsc-verify: PASS: {} step{}{}, {} tensor{} within {}", losses.size(),
-                       losses.size() == 1 ? "" : "s", lossTol, compared,
-                       compared == 1 ? "" : "s", tol);
+                       losses.size() == 1 ? "" : "s", lossTol, compared, compared == 1 ? "" : "s",
+                       tol);
   }
   std::string tensorText;
   if (badTensor != tensors.end())

@@ -76,10 +76,8 @@ TEST_CASE("graph survives a protobuf round trip through a file") {
 
 TEST_CASE("empty lists, None entries of tensor lists and state updates survive a round trip") {
   Graph g = tinyGraph();
-  int64_t buf =
-      g.addTensor({-1, "bn.steps", {}, DType::Int64, false, TensorKind::Buffer, {}, {}});
-  int64_t next =
-      g.addTensor({-1, "next", {}, DType::Int64, false, TensorKind::Activation, {}, {}});
+  int64_t buf = g.addTensor({-1, "bn.steps", {}, DType::Int64, false, TensorKind::Buffer, {}, {}});
+  int64_t next = g.addTensor({-1, "next", {}, DType::Int64, false, TensorKind::Activation, {}, {}});
   Node add;
   add.op = "aten::index";
   add.inputs = {buf, buf};
