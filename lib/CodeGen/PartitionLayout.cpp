@@ -2,6 +2,7 @@
 // program for the rank's plan device, with its local sub-tensors, adapters,
 // parameter slices, gradient reducers and loss share, shifted to the rank's
 // data-parallel copy.
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 
 #include "LayoutParts.h"
 #include "nnsc/Ops/KernelWrites.h"
+#include "nnsc/Ops/Randomness.h"
 
 namespace nnsc::codegen {
 
@@ -84,9 +86,27 @@ private:
     step.node = id;
     step.args = args.take();
     step.inputAdapters = part->inputAdapters;
+    step.rngPiece = randomPiece(*part);
     layout_.nodes.push_back(id);
     layout_.steps.push_back(std::move(step));
     return Status::ok();
+  }
+
+  // The ordinal of `part`'s output piece among the distinct output pieces of
+  // its node (in part order) when the node draws random values and is split;
+  // -1 otherwise.
+  int randomPiece(const transform::NodePart &part) const {
+    const ir::Node &node = graph_.nodes()[static_cast<size_t>(part.node)];
+    if (!ops::drawsRandomValues(node) || part.outputs.empty())
+      return -1;
+    std::vector<transform::SubTensor> pieces;
+    for (const transform::NodePart &p : pg_.parts[static_cast<size_t>(part.node)])
+      if (!p.outputs.empty() &&
+          std::find(pieces.begin(), pieces.end(), p.outputs[0]) == pieces.end())
+        pieces.push_back(p.outputs[0]);
+    if (pieces.size() < 2)
+      return -1;
+    return int(std::find(pieces.begin(), pieces.end(), part.outputs[0]) - pieces.begin());
   }
 
   void addStateWrite(const transform::StateWrite &w) {

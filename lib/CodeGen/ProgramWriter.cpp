@@ -155,6 +155,10 @@ Status ProgramWriter::writeNode(const ir::Node &node, const RankStep &step) {
     return errorf("error: node {} ({}) has no outputs", node.id, node.op);
   for (int64_t o : node.outputs)
     names_[o] = fmt::format("t{}", o);
+  if (step.rngPiece >= 0)
+    os_ << fmt::format("    nnsc.rng_fork(node={}, piece={})  # this piece draws from a stream "
+                       "of its own\n",
+                       node.id, step.rngPiece);
   if (!indexed) {
     os_ << fmt::format("    {} = {}{}\n", names_[node.outputs[0]], call, comment);
   } else {
@@ -163,6 +167,8 @@ Status ProgramWriter::writeNode(const ir::Node &node, const RankStep &step) {
     for (size_t i = 0; i < node.outputs.size(); ++i)
       os_ << fmt::format("    {} = {}[{}]\n", names_[node.outputs[i]], list, i);
   }
+  if (step.rngPiece >= 0)
+    os_ << "    nnsc.rng_join()  # back to the shared stream\n";
   defined_.insert(node.outputs.begin(), node.outputs.end());
   return Status::ok();
 }

@@ -12,6 +12,9 @@
 //   all_to_all            forward alltoall       backward the reverse alltoall
 //   split                 forward local chunk    backward allgather
 //
+// and the two statements around a piece of a split random op, rng_fork and
+// rng_join (RngStreams.h).
+//
 // Results are new tensors (never views of the input). A failure throws a
 // c10::Error naming the op and the group; Program::run turns it into a Status.
 #include <torch/torch.h>
@@ -21,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "nnsc/Runtime/Collectives.h"
+#include "nnsc/Runtime/RngStreams.h"
 
 namespace nnsc::rt {
 
@@ -203,4 +207,9 @@ TORCH_LIBRARY(nnsc, m) {
   m.impl("all_to_all", kKey, TORCH_FN(allToAllOp));
   m.def("split(Tensor x, int dim, int group) -> Tensor");
   m.impl("split", kKey, TORCH_FN(splitOp));
+  // Statements with effects on the default generator: CONSERVATIVE keeps
+  // TorchScript from dropping them (they return nothing) or moving them.
+  m.def(torch::schema("rng_fork(int node, int piece) -> ()", c10::AliasAnalysisKind::CONSERVATIVE),
+        [](int64_t node, int64_t piece) { rngFork(node, piece); });
+  m.def(torch::schema("rng_join() -> ()", c10::AliasAnalysisKind::CONSERVATIVE), [] { rngJoin(); });
 }

@@ -12,6 +12,7 @@
 
 #include "TrainerImpl.h"
 #include "TrainerLog.h"
+#include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Support/File.h"
 
 namespace nnsc::rt {
@@ -72,6 +73,7 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
     for (auto &r : s.reducers)
       r->prepare(micro == accum - 1);
     NNSC_RETURN_IF_ERROR(syncBuffersBeforeForward(s));
+    setRngForward(step * accum + micro);
     auto loss = forwardLoss(s, s.trainData->batch(s.layout, step, micro));
     if (!loss)
       return loss.status();
@@ -100,6 +102,7 @@ Expected<double> validate(TrainerState &s) {
   at::NoGradGuard noGrad;
   double sum = 0;
   for (int64_t v = 0; v < s.config.train.valBatches; ++v) {
+    setRngForward(-1 - v);
     auto loss = forwardLoss(s, s.valData->valBatch(s.layout, v));
     if (!loss)
       return loss.status();

@@ -8,6 +8,7 @@
 
 #include "TensorIO.h"
 #include "TrainerImpl.h"
+#include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Support/Safetensors.h"
 
 namespace nnsc::rt {
@@ -200,8 +201,10 @@ void seedAndThreads(TrainerState &s) {
   // same bits in a fresh (resumed) process as in a long-running one.
   torch::jit::setGraphExecutorOptimize(false);
   // Data-parallel copies draw different dropout masks; ranks of one copy
-  // (tensor parallel) the same ones.
+  // (tensor parallel) the same ones, except that the pieces of a split random
+  // op draw from streams of their own (RngStreams.h).
   at::manual_seed(uint64_t(s.config.seed) + uint64_t(s.manifest.dp_rank()));
+  setRngStreams(uint64_t(s.config.seed), s.manifest.dp_rank(), s.device.str());
 }
 
 } // namespace

@@ -15,6 +15,7 @@
 #include "VerifyImpl.h"
 #include "nnsc/CodeGen/CodeGen.h"
 #include "nnsc/IR/Serialize.h"
+#include "nnsc/Ops/Randomness.h"
 #include "nnsc/Plan/PlanIO.h"
 #include "nnsc/Runtime/Launcher.h"
 #include "nnsc/Runtime/ShardTable.h"
@@ -79,13 +80,7 @@ Status planStage(const VerifyOptions &o, Job &job, const ir::Graph &graph) {
 // split ranks) than in the one reference process: say so before a mismatch.
 void warnRandomness(const ir::Graph &graph, std::ostream &log) {
   for (const auto &n : graph.nodes()) {
-    bool dropout = n.op.find("dropout") != std::string::npos;
-    const ir::Argument *p = n.arg("p");
-    if (dropout && p && std::holds_alternative<double>(p->value) &&
-        std::get<double>(p->value) == 0.0)
-      continue;
-    if (dropout || n.op.find("bernoulli") != std::string::npos ||
-        n.op.find("rand") != std::string::npos) {
+    if (ops::drawsRandomValues(n)) {
       log << fmt::format("nnsc-verify: warning: {} at {} draws random values; nnsc-run and the "
                          "reference draw different ones (export with dropout 0)\n",
                          n.op, n.locString());

@@ -84,6 +84,11 @@ struct RankStep {
   int64_t node = -1;
   std::vector<ir::Argument> args;
   std::vector<int> inputAdapters;
+  // A random node (ops::drawsRandomValues) whose parts compute different
+  // pieces of its output: the ordinal of this rank's piece among the distinct
+  // pieces (replicas of a piece share it); -1 when the node is not split. The
+  // program draws the piece from a stream of its own (docs/randomness.md).
+  int rngPiece = -1;
   // Adapter: the calls that move `tensor` from its producer's layout to its
   // readers' (`description` says both).
   int adapter = -1;
