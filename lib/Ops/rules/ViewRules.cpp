@@ -8,7 +8,9 @@
 // c d on the output side, so splitting c splits the heads (and naming d cuts
 // every head interleaved). Otherwise the leading dims are related when one
 // divides the other, and the remaining dims of the group are numerals
-// (fixed). Size-1 dims are the numeral 1.
+// (fixed). Size-1 dims are the numeral 1; a group of 1s alone and a size-1
+// member of a merge take up the name they would have had at another size, so
+// a plan file's `ident: c` means the same dim at batch size 1 as at 8.
 
 #include "RuleUtil.h"
 #include "Rules.h"
@@ -81,6 +83,8 @@ private:
   void annotate(const Group &g) {
     std::vector<size_t> in = skipOnes(g.in, in_, inDims_);
     std::vector<size_t> out = skipOnes(g.out, out_, outDims_);
+    if (in.empty() && out.empty())
+      names_.next(); // a group of 1s (a batch of 1): the name [B]|[B] would have
     if (in.empty() || out.empty()) {
       for (size_t d : in)
         inDims_.push_back(std::to_string(in_[d]));
@@ -114,7 +118,9 @@ private:
                   Dims &oneDims) {
     std::string merged;
     for (size_t d : many) {
-      std::string x = shape[d] == 1 ? "1" : names_.next();
+      std::string x = names_.next();
+      if (shape[d] == 1)
+        x = "1";
       manyDims.push_back(x);
       merged += (merged.empty() ? "" : " ") + x;
     }

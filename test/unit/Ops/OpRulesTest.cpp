@@ -156,6 +156,10 @@ TEST_CASE("view and reshape derive merged dims", "[ops][rules]") {
         "a b c d -> 1 (a b) c d");
   CHECK(annotate("aten::view", {{4, 6}}, {{3, 8}}) == "4 6 -> 3 8");
   CHECK(annotate("aten::view", {{1, 5}}, {{5, 1}}) == "1 a -> a 1");
+  // A batch of 1 takes up the name a batch of 8 has: `c` is the heads either way.
+  CHECK(annotate("aten::view", {{1, 256, 384}}, {{1, 256, 6, 64}}) == "1 b (c d) -> 1 b c d");
+  CHECK(annotate("aten::view", {{1, 256, 6, 64}}, {{1, 256, 384}}) == "1 b c d -> 1 b (c d)");
+  CHECK(annotate("aten::view", {{384}}, {{6, 1, 64}}) == "(a 1 c) -> a 1 c");
   CHECK(annotate("aten::flatten", {{2, 3, 4}}, {{2, 12}}) == "a b c -> a (b c)");
   CHECK(annotate("aten::view", {{}}, {{1}}) == "? -> 1");
 }
