@@ -12,9 +12,18 @@ Status checkOptions(const PlanOptions &options) {
   if (options.runtimeNgpus <= 0)
     return errorf("error: impossible --runtime-ngpus {}; expected a positive number of devices",
                   options.runtimeNgpus);
+  if (options.runtimeNgpus > kMaxRuntimeNgpus)
+    return errorf("error: --runtime-ngpus {} is above the limit of {} devices",
+                  options.runtimeNgpus, kMaxRuntimeNgpus);
   if (options.planNgpus < 0)
     return errorf("error: impossible --plan-ngpus {}; expected a positive number of devices",
                   options.planNgpus);
+  bool spansAll = options.policy == "tp" || options.policy == "data"; // planNgpus 0: all ranks
+  if ((options.planNgpus > 0 || spansAll) && planDevices(options) > kMaxPlanNgpus)
+    return errorf(
+        "error: {} {} is above the limit of {} devices for one model copy{}",
+        options.planNgpus > 0 ? "--plan-ngpus" : "--runtime-ngpus (the default plan size)",
+        planDevices(options), kMaxPlanNgpus, options.planNgpus > 0 ? "" : "; pass --plan-ngpus");
   if (options.planNgpus > 0 && options.runtimeNgpus % options.planNgpus != 0)
     return errorf("error: --runtime-ngpus {} is not a multiple of --plan-ngpus {}",
                   options.runtimeNgpus, options.planNgpus);
@@ -25,9 +34,9 @@ Status checkOptions(const PlanOptions &options) {
     return errorf("error: policy 'file' needs --plan-file PLAN.yaml");
   if (!options.planFile.empty() && options.policy != "file")
     return errorf("error: --plan-file needs --policy file (got --policy {})", options.policy);
-  if (options.microBatches <= 0)
-    return errorf("error: impossible --micro-batches {}; expected a positive number",
-                  options.microBatches);
+  if (options.microBatches <= 0 || options.microBatches > kMaxMicroBatches)
+    return errorf("error: impossible --micro-batches {}; expected 1 to {}", options.microBatches,
+                  kMaxMicroBatches);
   return Status::ok();
 }
 

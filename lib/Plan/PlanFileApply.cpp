@@ -175,6 +175,9 @@ Expected<proto::Plan> makeFromPlanFile(const ir::Graph &graph, const PlanOptions
                   file->planNgpus, options.planFile);
   int n = options.planNgpus > 0 ? options.planNgpus
                                 : (file->planNgpus > 0 ? file->planNgpus : options.runtimeNgpus);
+  if (n > kMaxPlanNgpus)
+    return errorf("error: plan_ngpus {} is above the limit of {} devices for one model copy ({})",
+                  n, kMaxPlanNgpus, options.planFile);
   if (options.runtimeNgpus % n != 0)
     return errorf("error: --runtime-ngpus {} is not a multiple of plan_ngpus {} ({})",
                   options.runtimeNgpus, n, options.planFile);

@@ -214,6 +214,31 @@ Status collectCheckpoint(const std::string &dir, int rank, const std::string &ma
   return Status::ok();
 }
 
+// Every rank of the run that wrote the checkpoint (rank 0's world_size) has
+// its files: a missing one is named, not left to a coverage error (or, under
+// data parallelism, to a merge of the copies that are there).
+Status checkEveryRank(const std::string &dir) {
+  auto first = readRankCheckpoint(dir, 0);
+  if (!first)
+    return first.status();
+  std::vector<std::string> missing;
+  for (int k = 0; k < first->meta.worldSize; ++k)
+    for (const char *ext : {"json", "safetensors"})
+      if (!fs::exists(fs::path(dir) / fmt::format("rank{}.{}", k, ext)))
+        missing.push_back(fmt::format("rank{}.{}", k, ext));
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto &m : missing)
+      list += (list.empty() ? "" : ", ") + m;
+    return errorf("{}: error: the checkpoint of {} ranks lacks {}", dir, first->meta.worldSize,
+                  list);
+  }
+  if (fs::exists(fs::path(dir) / fmt::format("rank{}.json", first->meta.worldSize)))
+    return errorf("{}: error: rank{}.json is beyond the world size {} that rank 0 records", dir,
+                  first->meta.worldSize, first->meta.worldSize);
+  return Status::ok();
+}
+
 Expected<std::string> resolveCheckpointDir(const std::string &input) {
   if (fs::exists(fs::path(input) / "rank0.json")) {
     if (!isCompleteCheckpoint(input))
@@ -270,6 +295,7 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
     if (!dir)
       return dir.status();
     r.source = *dir;
+    NNSC_RETURN_IF_ERROR(checkEveryRank(*dir));
     r.ranks = countRanks(*dir, "json");
     for (int k = 0; k < r.ranks; ++k)
       NNSC_RETURN_IF_ERROR(collectCheckpoint(*dir, k, o.manifests, pieces));

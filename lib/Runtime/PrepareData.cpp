@@ -1,5 +1,6 @@
 #include "nnsc/Runtime/PrepareData.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -12,6 +13,8 @@ namespace nnsc::rt {
 namespace {
 
 // Decodes UTF-8; returns the byte offset of the first bad sequence or npos.
+// Bad: a stray or missing continuation byte, an overlong form, a UTF-16
+// surrogate (U+D800..U+DFFF, as CESU-8 writes them) or a value past U+10FFFF.
 size_t decodeUtf8(const std::string &s, std::vector<uint32_t> &out) {
   for (size_t i = 0; i < s.size();) {
     unsigned char c = s[i];
@@ -25,6 +28,9 @@ size_t decodeUtf8(const std::string &s, std::vector<uint32_t> &out) {
         return i;
       cp = (cp << 6) | (cc & 0x3f);
     }
+    static const uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kLeast[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+      return i;
     out.push_back(cp);
     i += len;
   }
@@ -71,8 +77,14 @@ Expected<PreparedData> prepareCharData(const std::string &inputPath, const std::
     return text.status();
   std::vector<uint32_t> chars;
   size_t bad = decodeUtf8(*text, chars);
-  if (bad != std::string::npos)
-    return errorf("{}: error: invalid UTF-8 at byte offset {}", inputPath, bad);
+  if (bad != std::string::npos) {
+    size_t line = 1 + size_t(std::count(text->begin(), text->begin() + long(bad), '\n'));
+    size_t lineStart = text->rfind('\n', bad == 0 ? 0 : bad - 1);
+    size_t column = lineStart == std::string::npos || bad == 0 ? bad + 1 : bad - lineStart;
+    return errorf("{}:{}:{}: error: invalid UTF-8 at byte offset {} (byte 0x{:02x}); nothing "
+                  "was written",
+                  inputPath, line, column, bad, static_cast<unsigned char>((*text)[bad]));
+  }
   if (chars.size() < 2)
     return errorf("{}: error: input is empty; need some text to tokenize", inputPath);
   std::map<uint32_t, uint16_t> stoi;
@@ -88,12 +100,15 @@ Expected<PreparedData> prepareCharData(const std::string &inputPath, const std::
     itos.push_back(encodeUtf8(c));
     stoiJson[encodeUtf8(c)] = id;
   }
+  // Everything that can fail on the input happens before the first file is
+  // replaced (each file is then written whole under a temporary name).
+  nlohmann::json meta = {{"vocab_size", stoi.size()}, {"itos", itos}, {"stoi", stoiJson}};
+  std::string metaText = meta.dump(1) + "\n";
   NNSC_RETURN_IF_ERROR(makeDirs(outDir));
   size_t split = static_cast<size_t>(double(chars.size()) * 0.9);
   NNSC_RETURN_IF_ERROR(writeTokens(outDir + "/train.bin", chars, 0, split, stoi));
   NNSC_RETURN_IF_ERROR(writeTokens(outDir + "/val.bin", chars, split, chars.size(), stoi));
-  nlohmann::json meta = {{"vocab_size", stoi.size()}, {"itos", itos}, {"stoi", stoiJson}};
-  NNSC_RETURN_IF_ERROR(writeFileAtomic(outDir + "/meta.json", meta.dump(1) + "\n"));
+  NNSC_RETURN_IF_ERROR(writeFileAtomic(outDir + "/meta.json", metaText));
   return PreparedData{int64_t(stoi.size()), int64_t(split), int64_t(chars.size() - split)};
 }
 

@@ -102,16 +102,18 @@ Status typeError(const std::string &key, const ConfigValue &v, const std::string
 
 Status assignNumber(const KeySpec &s, const ConfigValue &v, TrainerConfig &c,
                     const std::string &text) {
-  std::string bound = s.min > -1e300 ? fmt::format(" >= {}", s.min) : "";
+  std::string bound = s.min > -1e300 && s.max < 1e300 ? fmt::format(" from {} to {}", s.min, s.max)
+                      : s.min > -1e300                ? fmt::format(" >= {}", s.min)
+                                                      : "";
   if (s.type == KeyType::Int) {
     int64_t x = 0;
-    if (v.isList || !parseInt(v.items[0], x) || x < s.min)
+    if (v.isList || !parseInt(v.items[0], x) || x < s.min || x > s.max)
       return typeError(s.key, v, "an integer" + bound, text);
     s.intRef(c) = x;
     return Status::ok();
   }
   double x = 0;
-  if (v.isList || !parseFloat(v.items[0], x) || x < s.min)
+  if (v.isList || !parseFloat(v.items[0], x) || x < s.min || x > s.max)
     return typeError(s.key, v, "a number" + bound, text);
   s.floatRef(c) = x;
   return Status::ok();

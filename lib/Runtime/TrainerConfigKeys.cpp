@@ -6,6 +6,12 @@ namespace {
 
 using C = TrainerConfig;
 
+// Limits of counts read from a config, checked before anything is allocated
+// or looped over: more threads than any machine has cores hangs the thread
+// pool's start, and steps, batches or sizes past 2^31 are typos, not runs.
+constexpr double kMaxThreads = 1024;
+constexpr double kMaxCount = 2147483647;
+
 KeySpec spec(const char *key, KeyType type, const char *def) {
   KeySpec s;
   s.key = key;
@@ -14,9 +20,11 @@ KeySpec spec(const char *key, KeyType type, const char *def) {
   return s;
 }
 
-KeySpec intKey(const char *key, const char *def, double min, std::function<int64_t &(C &)> ref) {
+KeySpec intKey(const char *key, const char *def, double min, std::function<int64_t &(C &)> ref,
+               double max = 1e300) {
   KeySpec s = spec(key, KeyType::Int, def);
   s.min = min;
+  s.max = max;
   s.intRef = std::move(ref);
   return s;
 }
@@ -51,7 +59,7 @@ std::vector<KeySpec> buildKeys() {
   k.push_back(intKey(
       "seed", "0", 0, [](C & c) -> auto & { return c.seed; }));
   k.push_back(intKey(
-      "threads", "0", 0, [](C & c) -> auto & { return c.threads; }));
+      "threads", "0", 0, [](C & c) -> auto & { return c.threads; }, kMaxThreads));
   k.push_back(choiceKey(
       "device", "cpu", {"cpu", "cuda"}, [](C & c) -> auto & { return c.device; }));
   k.push_back(choiceKey(
@@ -68,23 +76,26 @@ std::vector<KeySpec> buildKeys() {
   k.push_back(choiceKey(
       "data.dtype", "uint16", {"uint16", "int32"}, [](C & c) -> auto & { return c.data.dtype; }));
   k.push_back(intKey(
-      "data.block_size", "0", 0, [](C & c) -> auto & { return c.data.blockSize; }));
+      "data.block_size", "0", 0, [](C & c) -> auto & { return c.data.blockSize; }, kMaxCount));
   k.push_back(intKey(
       "data.vocab_size", "0", 0, [](C & c) -> auto & { return c.data.vocabSize; }));
   k.push_back(intKey(
-      "train.steps", "100", 1, [](C & c) -> auto & { return c.train.steps; }));
+      "train.steps", "100", 1, [](C & c) -> auto & { return c.train.steps; }, kMaxCount));
   k.push_back(intKey(
-      "train.micro_batch_size", "0", 0, [](C & c) -> auto & { return c.train.microBatchSize; }));
+      "train.micro_batch_size", "0", 0, [](C & c) -> auto & { return c.train.microBatchSize; },
+      kMaxCount));
   k.push_back(intKey(
-      "train.grad_accumulation", "1", 1, [](C & c) -> auto & { return c.train.gradAccumulation; }));
+      "train.grad_accumulation", "1", 1, [](C & c) -> auto & { return c.train.gradAccumulation; },
+      kMaxCount));
   k.push_back(intKey(
-      "train.global_batch_size", "0", 0, [](C & c) -> auto & { return c.train.globalBatchSize; }));
+      "train.global_batch_size", "0", 0, [](C & c) -> auto & { return c.train.globalBatchSize; },
+      kMaxCount));
   k.push_back(intKey(
       "train.log_every", "10", 1, [](C & c) -> auto & { return c.train.logEvery; }));
   k.push_back(intKey(
       "train.val_every", "0", 0, [](C & c) -> auto & { return c.train.valEvery; }));
   k.push_back(intKey(
-      "train.val_batches", "20", 1, [](C & c) -> auto & { return c.train.valBatches; }));
+      "train.val_batches", "20", 1, [](C & c) -> auto & { return c.train.valBatches; }, kMaxCount));
   k.push_back(choiceKey(
       "optimizer.name", "adamw", {"adamw", "adam", "sgd"},
       [](C & c) -> auto & { return c.optimizer.name; }));

@@ -19,6 +19,7 @@ struct KeySpec {
   std::string def;                  ///< default, as YAML text (may use ${...})
   std::vector<std::string> choices; ///< for Choice
   double min = -1e300;              ///< for Int and Float
+  double max = 1e300;               ///< for Int and Float: a limit checked before any work
   std::function<int64_t &(TrainerConfig &)> intRef;
   std::function<double &(TrainerConfig &)> floatRef;
   std::function<std::string &(TrainerConfig &)> strRef;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
@@ -92,13 +93,36 @@ static Status parseHeader(const std::string &path, std::string_view json, std::s
       return errorf("{}: error: entry '{}' lacks dtype, shape or data_offsets", path, name);
     SafetensorsEntry e;
     e.name = name;
-    e.dtype = v["dtype"].get<std::string>();
-    e.shape = v["shape"].get<std::vector<int64_t>>();
-    auto off = v["data_offsets"].get<std::vector<size_t>>();
-    if (off.size() != 2 || off[0] > off[1] || off[1] > data.size())
+    const nlohmann::json &dt = v["dtype"], &shape = v["shape"], &offsets = v["data_offsets"];
+    if (!dt.is_string() || safetensorsElementSize(dt.get<std::string>()) == 0)
+      return errorf("{}: error: entry '{}' has an unknown dtype {}", path, name, dt.dump());
+    e.dtype = dt.get<std::string>();
+    // Shapes and offsets are checked before any size is computed from them:
+    // a negative dim or a product past 64 bits is a corrupt header.
+    int64_t bytes = safetensorsElementSize(e.dtype);
+    bool shapeOk = shape.is_array();
+    for (size_t i = 0; shapeOk && i < shape.size(); ++i) {
+      shapeOk = shape[i].is_number_integer() && shape[i].get<int64_t>() >= 0;
+      int64_t d = shapeOk ? shape[i].get<int64_t>() : 0;
+      shapeOk = shapeOk && (d == 0 || bytes <= std::numeric_limits<int64_t>::max() / d);
+      if (shapeOk) {
+        e.shape.push_back(d);
+        bytes *= d;
+      }
+    }
+    if (!shapeOk)
+      return errorf("{}: error: entry '{}' has a bad shape {}: expected non-negative integers "
+                    "whose product fits in 64 bits",
+                    path, name, shape.dump());
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      return errorf("{}: error: entry '{}' has bad data_offsets {}: expected [begin, end]", path,
+                    name, offsets.dump());
+    std::vector<uint64_t> off = {offsets[0].get<uint64_t>(), offsets[1].get<uint64_t>()};
+    if (off[0] > off[1] || off[1] > data.size())
       return errorf("{}: error: entry '{}' points past the end of the file (truncated?)", path,
                     name);
-    if (static_cast<int64_t>(off[1] - off[0]) != numel(e.shape) * safetensorsElementSize(e.dtype))
+    if (off[1] - off[0] != static_cast<uint64_t>(bytes))
       return errorf("{}: error: entry '{}' size does not match dtype {} and its shape", path, name,
                     e.dtype);
     e.bytes = data.substr(off[0], off[1] - off[0]);

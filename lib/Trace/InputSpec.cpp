@@ -1,6 +1,7 @@
 #include "nnsc/Trace/InputSpec.h"
 
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include <yaml-cpp/yaml.h>
@@ -47,6 +48,21 @@ Status parseShape(const std::string &path, const YAML::Node &n, InputSpecEntry &
   return Status::ok();
 }
 
+// The sample tensor's bytes must be a number: a product of dims past int64
+// is refused here, before anything is allocated (the memory check against
+// this machine is the trace's, which makes the samples).
+Status checkSize(const std::string &path, const YAML::Node &n, const InputSpecEntry &e) {
+  int64_t bytes = ir::dtypeSize(e.dtype);
+  for (int64_t d : e.shape) {
+    if (d != 0 && bytes > std::numeric_limits<int64_t>::max() / d)
+      return errorAt(path, n,
+                     fmt::format("input '{}' of shape {} is too large: its size overflows 64 bits",
+                                 e.name, ir::shapeString(e.shape)));
+    bytes *= d;
+  }
+  return Status::ok();
+}
+
 Status parseRange(const std::string &path, const YAML::Node &n, InputSpecEntry &e) {
   double lo = 0, hi = 0;
   if (!n.IsSequence() || n.size() != 2 || !YAML::convert<double>::decode(n[0], lo) ||
@@ -85,6 +101,7 @@ Expected<InputSpecEntry> parseEntry(const std::string &path, const YAML::Node &n
   }
   if (n["range"])
     NNSC_RETURN_IF_ERROR(parseRange(path, n["range"], e));
+  NNSC_RETURN_IF_ERROR(checkSize(path, n["shape"] ? n["shape"] : n, e));
   return e;
 }
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -53,6 +55,61 @@ Status checkSpecAgainstForward(const InputSpec &spec, const c10::FunctionSchema 
           formatError({spec.path, 1, 1},
                       fmt::format("missing input '{}' required by {}", args[i].name(), sig)));
   return Status::ok();
+}
+
+std::string humanBytes(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  for (; v >= 1024 && u + 1 < std::size(units); ++u)
+    v /= 1024;
+  return fmt::format("{:.1f} {}", v, units[u]);
+}
+
+// Bytes this machine can still allocate (/proc/meminfo's MemAvailable), or
+// nullopt where that is not known.
+std::optional<int64_t> availableMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:")
+      return kib * 1024;
+  return std::nullopt;
+}
+
+// The samples are real CPU tensors whatever the trace device: their bytes
+// must fit in this machine's memory, checked before any is made.
+Status checkSampleMemory(const InputSpec &spec) {
+  auto available = availableMemory();
+  if (!available)
+    return Status::ok();
+  int64_t total = 0;
+  for (const auto &e : spec.entries) {
+    if (!e.file.empty())
+      continue;
+    int64_t bytes = ir::numel(e.shape) * ir::dtypeSize(e.dtype); // no overflow: InputSpec checked
+    if (bytes > *available - total)
+      return Status::error(formatError(
+          e.pos, fmt::format("input '{}' of shape {} needs {} for its sample tensor, more than "
+                             "the {} this machine has available (samples are made on the CPU "
+                             "even when tracing on meta)",
+                             e.name, ir::shapeString(e.shape), humanBytes(bytes),
+                             humanBytes(*available - total))));
+    total += bytes;
+  }
+  return Status::ok();
+}
+
+// Under a failure of the model's forward: what it was given, so a spec of
+// the wrong rank or size shows beside the op that refused it.
+std::string sampleNote(const InputSpec &spec) {
+  std::string note = "note: the forward ran on the sample inputs of " + spec.path + ":";
+  for (const auto &e : spec.entries)
+    note += fmt::format("\n  {}:{}: '{}' {} {} (forward argument '{}')", spec.path, e.pos.line,
+                        e.name, ir::dtypeName(e.dtype), ir::shapeString(e.shape), e.name);
+  return note;
 }
 
 Expected<at::Tensor> makeSample(const InputSpecEntry &e, at::Generator &gen) {
@@ -190,6 +247,7 @@ Expected<TraceResult> traceModel(const TraceOptions &options) {
   torch::jit::Method forward = module.get_method("forward");
   NNSC_RETURN_IF_ERROR(checkSpecAgainstForward(*spec, forward.function().getSchema()));
 
+  NNSC_RETURN_IF_ERROR(checkSampleMemory(*spec));
   at::Generator gen = at::detail::createCPUGenerator(options.seed);
   std::vector<at::Tensor> samples;
   std::vector<std::string> names;
@@ -210,7 +268,8 @@ Expected<TraceResult> traceModel(const TraceOptions &options) {
   GraphExecutor exec(module, options.device == "meta", g);
   NNSC_RETURN_IF_ERROR(exec.declareState());
   NNSC_RETURN_IF_ERROR(exec.bindInputs(*graph, samples, names));
-  NNSC_RETURN_IF_ERROR(exec.run(*graph));
+  if (Status st = exec.run(*graph); !st.isOk())
+    return Status::error(st.message() + "\n" + sampleNote(*spec), st.kind());
   result.weightsAvailable = !stateIsMeta(module);
   g.weightsWritten = result.weightsAvailable;
   auto check = maybeSelfCheck(options, module, *graph, samples, names, g);

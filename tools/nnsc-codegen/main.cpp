@@ -4,11 +4,12 @@
 #include <cmath>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
-
 #include "nnsc/CodeGen/CodeGen.h"
+#include "nnsc/Support/ToolMain.h"
 
-int main(int argc, char **argv) {
+namespace {
+
+int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-codegen: generate one TorchScript program per rank from a plan"};
   nnsc::codegen::CodeGenOptions opts;
   std::string manifestPath;
@@ -23,7 +24,7 @@ int main(int argc, char **argv) {
   app.add_flag("--print", opts.print, "print rank 0's program and manifest");
   app.add_option("--print-manifest", manifestPath, "print the text form of a rank manifest");
   app.add_flag("--json", json, "with --print-manifest: print JSON");
-  CLI11_PARSE(app, argc, argv);
+  NNSC_PARSE(app, argc, argv);
 
   nnsc::Status st;
   if (!manifestPath.empty()) {
@@ -42,3 +43,7 @@ int main(int argc, char **argv) {
   }
   return 0;
 }
+
+} // namespace
+
+int main(int argc, char **argv) { return nnsc::runTool("nnsc-codegen", argc, argv, toolMain); }

@@ -3,11 +3,12 @@
 //   nnsc-merge-ckpt PROGRAM_DIR --from-program -o initial.pt
 #include <iostream>
 
-#include <CLI/CLI.hpp>
-
 #include "nnsc/Runtime/MergeCheckpoint.h"
+#include "nnsc/Support/ToolMain.h"
 
-int main(int argc, char **argv) {
+namespace {
+
+int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-merge-ckpt: merge the shards of every rank into the original model's "
                "state_dict (loadable with torch.load)"};
   nnsc::rt::MergeOptions opts;
@@ -21,7 +22,7 @@ int main(int argc, char **argv) {
                  "tables stored in the checkpoint)");
   app.add_flag("--from-program", opts.fromProgram,
                "merge the program's initial rank{r}.safetensors instead of a checkpoint");
-  CLI11_PARSE(app, argc, argv);
+  NNSC_PARSE(app, argc, argv);
   auto result = nnsc::rt::mergeCheckpoint(opts);
   if (!result) {
     std::cerr << result.status().message() << '\n';
@@ -32,3 +33,7 @@ int main(int argc, char **argv) {
             << opts.output << '\n';
   return 0;
 }
+
+} // namespace
+
+int main(int argc, char **argv) { return nnsc::runTool("nnsc-merge-ckpt", argc, argv, toolMain); }

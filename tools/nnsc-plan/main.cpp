@@ -5,9 +5,8 @@
 #include <iostream>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
-
 #include "nnsc/Plan/PlanIO.h"
+#include "nnsc/Support/ToolMain.h"
 #include "nnsc/Transform/CommReport.h"
 
 namespace {
@@ -28,7 +27,7 @@ nnsc::Expected<std::string> partitionCheck(const nnsc::proto::Plan &plan,
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-plan: choose how to parallelize a traced graph"};
   nnsc::plan::PlanOptions opts;
   std::string input, outPath, graphOverride;
@@ -50,7 +49,7 @@ int main(int argc, char **argv) {
   auto *out = app.add_option("-o,--out", outPath, "where to write plan.pb");
   app.add_option("--graph", graphOverride, "with --print PLAN.pb: the graph it was made for");
   app.add_flag("--print", print, "print the plan's text form");
-  CLI11_PARSE(app, argc, argv);
+  NNSC_PARSE(app, argc, argv);
   if (seedOpt->count())
     opts.seed = seed;
 
@@ -70,3 +69,5 @@ int main(int argc, char **argv) {
   }
   return 0;
 }
+
+int main(int argc, char **argv) { return nnsc::runTool("nnsc-plan", argc, argv, toolMain); }

@@ -2,11 +2,12 @@
 //   nnsc-run CONFIG.yaml [--key.path=value ...] [--nproc-per-node N] [--print-config]
 #include <iostream>
 
-#include <CLI/CLI.hpp>
-
 #include "nnsc/Runtime/RunCommand.h"
+#include "nnsc/Support/ToolMain.h"
 
-int main(int argc, char **argv) {
+namespace {
+
+int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-run: train a per-rank program (docs/trainer-config.md); extra "
                "--key.path=value arguments override config keys"};
   nnsc::rt::RunOptions opts;
@@ -16,7 +17,7 @@ int main(int argc, char **argv) {
                  "environment)");
   app.add_flag("--print-config", opts.printConfig, "print every key's resolved value and exit");
   app.allow_extras();
-  CLI11_PARSE(app, argc, argv);
+  NNSC_PARSE(app, argc, argv);
   for (const auto &extra : app.remaining()) {
     if (extra.rfind("--", 0) != 0 || extra.find('=') == std::string::npos) {
       std::cerr << "command line: error: unexpected argument '" << extra
@@ -28,3 +29,7 @@ int main(int argc, char **argv) {
   opts.argv.assign(argv + 1, argv + argc);
   return nnsc::rt::runCommand(opts, std::cout, std::cerr);
 }
+
+} // namespace
+
+int main(int argc, char **argv) { return nnsc::runTool("nnsc-run", argc, argv, toolMain); }

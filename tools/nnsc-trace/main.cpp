@@ -4,11 +4,12 @@
 //   nnsc-trace --print OUTDIR/graph.pb
 #include <iostream>
 
-#include <CLI/CLI.hpp>
-
+#include "nnsc/Support/ToolMain.h"
 #include "nnsc/Trace/Trace.h"
 
-int main(int argc, char **argv) {
+namespace {
+
+int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-trace: turn a TorchScript model into nnsc graph IR"};
   nnsc::trace::TraceOptions opts;
   std::string outDir;
@@ -27,7 +28,7 @@ int main(int argc, char **argv) {
                          "check the traced graph against LibTorch running the archive, whatever "
                          "its size (default: when the weights are real and at most 1 GiB)");
   app.add_flag("--no-verify", noVerify, "skip that check")->excludes(v);
-  CLI11_PARSE(app, argc, argv);
+  NNSC_PARSE(app, argc, argv);
   if (verify)
     opts.verify = nnsc::trace::TraceOptions::Verify::On;
   if (noVerify)
@@ -48,3 +49,7 @@ int main(int argc, char **argv) {
   }
   return 0;
 }
+
+} // namespace
+
+int main(int argc, char **argv) { return nnsc::runTool("nnsc-trace", argc, argv, toolMain); }

@@ -5,11 +5,12 @@
 //               [--rtol 1e-5] [--weights-rtol R] [--work DIR] [--keep]
 #include <iostream>
 
-#include <CLI/CLI.hpp>
-
+#include "nnsc/Support/ToolMain.h"
 #include "nnsc/Verify/Verify.h"
 
-int main(int argc, char **argv) {
+namespace {
+
+int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-verify: check a parallel plan against the original model before a long "
                "run (a few training steps on CPU processes vs. one process; losses, "
                "parameters and buffers within a tolerance)"};
@@ -38,7 +39,7 @@ int main(int argc, char **argv) {
   app.add_option("--trainer", o.trainerBinary, "the nnsc-run binary (default: beside this one)");
   // Testing only: scale one tensor's shards by 1.001 before training.
   app.add_option("--inject-fault", o.faultTensor)->group("");
-  CLI11_PARSE(app, argc, argv);
+  NNSC_PARSE(app, argc, argv);
   if (planFile->count() && !policy->count())
     o.policy = "file";
   auto result = nnsc::verify::runVerify(o, std::cout, std::cerr);
@@ -48,3 +49,7 @@ int main(int argc, char **argv) {
   }
   return result->passed ? 0 : 1;
 }
+
+} // namespace
+
+int main(int argc, char **argv) { return nnsc::runTool("nnsc-verify", argc, argv, toolMain); }

@@ -21,6 +21,13 @@ namespace nnsc::plan {
 /// Current plan.pb format version, written into every plan.
 constexpr uint32_t kPlanFormatVersion = 1;
 
+/// Limits checked before any work: the largest clusters trained today have
+/// ~10^5 devices and one model copy spans at most a few hundred (tp 8 x pp 64),
+/// so a larger count is a typo, and planning it would run for hours.
+constexpr int kMaxRuntimeNgpus = 1 << 17;
+constexpr int kMaxPlanNgpus = 4096;
+constexpr int kMaxMicroBatches = 1 << 20;
+
 /// What a policy is asked to do.
 struct PlanOptions {
   std::string policy = "dp"; ///< a name from policyNames()
