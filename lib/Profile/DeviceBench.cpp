@@ -50,62 +50,100 @@ struct Target {
   }
 };
 
+// The other workers measuring at the same time (none in a single process).
+// Every worker makes the same calls, so a decision taken through any() is
+// the same everywhere and the workers stay in step.
+struct Peers {
+  rt::CommWorld *world = nullptr;
+  at::Device device{at::kCPU};
+
+  Status barrier() const { return world ? world->world().barrier()->wait() : Status::ok(); }
+
+  /// True when `flag` is true on any worker.
+  Expected<bool> any(bool flag) const {
+    if (!world)
+      return flag;
+    std::vector<at::Tensor> v = {
+        at::full({1}, flag ? 1.0 : 0.0, at::TensorOptions(at::kDouble).device(device))};
+    NNSC_RETURN_IF_ERROR(world->world().allReduce(v, rt::ReduceOp::Max)->wait());
+    return v[0].cpu().item<double>() > 0;
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Runs `op` back to back for `window` seconds (at least `minReps` times) and
+// returns the median time of one run. Workers start their windows together,
+// so every timed run overlaps the others' work, as in training.
+template <typename Op> double medianInWindow(const Target &t, double window, int minReps, Op op) {
+  std::vector<double> reps;
+  auto start = Clock::now();
+  while (int(reps.size()) < minReps || (since(start) < window && reps.size() < 1000)) {
+    auto t0 = Clock::now();
+    op();
+    t.sync();
+    reps.push_back(since(t0));
+  }
+  return median(reps);
+}
+
 struct MatmulFigure {
   double flops = 0; ///< best over sizes; 0 = not measured
   std::string note; ///< why not, or which size won
 };
 
 // The best rate of square matmuls over `sizes`; a size whose first product
-// overruns the budget is the last one tried.
-MatmulFigure measureMatmul(const Target &t, at::ScalarType dtype, const std::vector<int64_t> &sizes,
-                           double budget) {
+// overruns the budget on any worker is the last one tried.
+Expected<MatmulFigure> measureMatmul(const Target &t, const Peers &peers, at::ScalarType dtype,
+                                     const std::vector<int64_t> &sizes, double budget) {
   MatmulFigure fig;
   for (int64_t n : sizes) {
     at::Tensor a = at::randn({n, n}, t.options(at::kFloat)).to(dtype);
     at::Tensor b = at::randn({n, n}, t.options(at::kFloat)).to(dtype);
-    double best = 0, spent = 0;
+    NNSC_RETURN_IF_ERROR(peers.barrier());
+    bool unsupported = false;
+    double first = 0;
     try {
       auto t0 = Clock::now();
       at::mm(a, b);
       t.sync();
-      best = spent = since(t0);
+      first = since(t0);
     } catch (const std::exception &) {
+      unsupported = true;
+    }
+    auto none = peers.any(unsupported);
+    if (!none)
+      return none.status();
+    if (*none) {
       fig.note = fmt::format("no {} matmul on {}", c10::toString(dtype), t.device.str());
       return fig;
     }
-    for (int rep = 0; spent < budget && rep < 100; ++rep) {
-      auto t0 = Clock::now();
-      at::mm(a, b);
-      t.sync();
-      double dt = since(t0);
-      best = std::min(best, dt);
-      spent += dt;
-    }
-    double rate = 2.0 * double(n) * double(n) * double(n) / best;
+    double one = medianInWindow(t, budget, 3, [&] { at::mm(a, b); });
+    double rate = 2.0 * double(n) * double(n) * double(n) / one;
     if (rate > fig.flops) {
       fig.flops = rate;
       fig.note = fmt::format("best at n={}", n);
     }
-    if (spent > 2 * budget)
+    auto tooSlow = peers.any(first > budget);
+    if (!tooSlow)
+      return tooSlow.status();
+    if (*tooSlow)
       break; // a larger size would take too long
   }
   return fig;
 }
 
-// Bytes read plus written per second by a copy of `bytes`, best of 5.
-double measureCopy(const Target &t, int64_t bytes) {
+// Bytes read plus written per second by a copy of `bytes`.
+Expected<double> measureCopy(const Target &t, const Peers &peers, int64_t bytes, double budget) {
   at::Tensor src = at::ones({bytes / 4}, t.options(at::kFloat));
   at::Tensor dst = at::empty_like(src);
-  dst.copy_(src);
+  dst.copy_(src); // touch every page before timing
   t.sync();
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = Clock::now();
-    dst.copy_(src);
-    t.sync();
-    best = std::min(best, since(t0));
-  }
-  return 2.0 * double(bytes) / best;
+  NNSC_RETURN_IF_ERROR(peers.barrier());
+  return 2.0 * double(bytes) / medianInWindow(t, budget, 5, [&] { dst.copy_(src); });
 }
 
 // The median time of a tiny op (an add of two 1-element tensors) issued back
@@ -148,20 +186,27 @@ struct Figures {
 
 Expected<Figures> measureAll(const DevicePlan &plan, const Target &t, rt::CommWorld *world,
                              const std::vector<int64_t> &sizes, int64_t copyBytes) {
-  auto together = [&]() { return world ? world->world().barrier()->wait() : Status::ok(); };
+  Peers peers{world, t.device};
   Figures f;
   for (const std::string &dtype : plan.dtypes) {
-    NNSC_RETURN_IF_ERROR(together());
-    MatmulFigure m = measureMatmul(t, scalarType(dtype), sizes, plan.seconds);
-    f.rates.push_back(m.flops);
-    f.notes.push_back(fmt::format("{}: {}", dtype, m.note));
+    auto m = measureMatmul(t, peers, scalarType(dtype), sizes, plan.seconds);
+    if (!m)
+      return m.status();
+    f.rates.push_back(m->flops);
+    f.notes.push_back(fmt::format("{}: {}", dtype, m->note));
   }
-  NNSC_RETURN_IF_ERROR(together());
-  f.rates.push_back(measureCopy(t, copyBytes));
-  NNSC_RETURN_IF_ERROR(together());
+  auto bandwidth = measureCopy(t, peers, copyBytes, plan.seconds);
+  if (!bandwidth)
+    return bandwidth.status();
+  f.rates.push_back(*bandwidth);
+  NNSC_RETURN_IF_ERROR(peers.barrier());
   f.floor = measureFloor(t);
   NNSC_RETURN_IF_ERROR(agree(world, t, f.rates, f.floor));
   return f;
+}
+
+std::string threadCount(int threads) {
+  return fmt::format("{} thread{}", threads, threads == 1 ? "" : "s");
 }
 
 MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &f, int threads,
@@ -175,14 +220,15 @@ MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &
     d.description = gpu.empty() ? "a CUDA device" : gpu;
     d.memoryBytes = cudaMemoryBytes(int(t.device.index()));
   } else {
-    d.description = fmt::format("{}, {} threads{}", cpuModel(), threads, perWorker);
+    d.description = fmt::format("{}, {}{}", cpuModel(), threadCount(threads), perWorker);
     d.memoryBytes = memTotalBytes();
   }
   d.sources.push_back(fmt::format(
-      "measured by nnsc-profile-device on {} {}: matmul {}..{} best over up to {} s per size; "
-      "copy {}; launch floor = median of 21 x 200 one-element adds; {} threads{}",
+      "measured by nnsc-profile-device on {} {}: matmul n={}..{}, the median product in a {} s "
+      "window per size, the best size; copy {} likewise; launch floor = median of 21 x 200 "
+      "one-element adds; {}{}",
       hostName(), isoDateTime(), sizes.front(), sizes.back(), plan.seconds, formatBytes(copyBytes),
-      threads, perWorker));
+      threadCount(threads), perWorker));
   for (size_t i = 0; i < plan.dtypes.size(); ++i)
     if (f.rates[i] > 0)
       d.flops.emplace_back(plan.dtypes[i], f.rates[i]);
@@ -218,13 +264,15 @@ Status measureAndWrite(const DevicePlan &plan, const rt::LaunchEnv &env, const T
   NNSC_RETURN_IF_ERROR(writeFileAtomic(plan.out, formatDeviceSpec(d)));
   for (size_t i = 0; i < plan.dtypes.size(); ++i)
     out << fmt::format("matmul {:<9} {:>10} FLOP/s ({})\n", plan.dtypes[i],
-                       f->rates[i] > 0 ? formatReal(f->rates[i]) : "-", f->notes[i]);
-  out << fmt::format("memory bandwidth {} B/s, launch floor {} s, memory {}\n",
+                       f->rates[i] > 0 ? formatReal(f->rates[i]) : "-",
+                       f->notes[i].substr(plan.dtypes[i].size() + 2));
+  out << fmt::format("memory bandwidth {} B/s, launch floor {} s, memory {:.1f} GiB\n",
                      formatReal(d.memoryBandwidth), formatReal(d.launchFloor),
-                     formatBytes(d.memoryBytes));
-  out << fmt::format(
-      "nnsc-profile-device: wrote {} ({}, {} threads{}) in {:.1f} s\n", plan.out, d.name, threads,
-      env.worldSize > 1 ? fmt::format(" x {} workers", env.worldSize) : "", since(start));
+                     double(d.memoryBytes) / double(int64_t(1) << 30));
+  out << fmt::format("nnsc-profile-device: wrote {} ({}, {}{}) in {:.1f} s\n", plan.out, d.name,
+                     threadCount(threads),
+                     env.worldSize > 1 ? fmt::format(" x {} workers", env.worldSize) : "",
+                     since(start));
   return Status::ok();
 }
 
