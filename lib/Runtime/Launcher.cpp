@@ -75,7 +75,8 @@ public:
     int port = opts_.masterPort ? opts_.masterPort : pickFreePort();
     for (int r = 0; r < opts_.nprocPerNode; ++r)
       if (!spawn(r, port)) {
-        fmt::print(stderr, "nnsc-run: error: cannot start rank {}: {}\n", r, std::strerror(errno));
+        fmt::print(stderr, "{}: error: cannot start rank {}: {}\n", opts_.name, r,
+                   std::strerror(errno));
         beginShutdown();
         exitCode_ = 2;
         break;
@@ -83,7 +84,7 @@ public:
     while (anyRunning() || anyOpenStream()) {
       pump(anyRunning() ? 100 : 10);
       if (gStopSignal && !stopping_) {
-        fmt::print(stderr, "nnsc-run: error: received signal {}; stopping workers\n",
+        fmt::print(stderr, "{}: error: received signal {}; stopping workers\n", opts_.name,
                    int(gStopSignal));
         exitCode_ = 2;
         beginShutdown();
@@ -105,7 +106,8 @@ private:
     std::vector<std::string> env = workerEnv(rank, port), args = {opts_.executable};
     args.insert(args.end(), opts_.workerArgs.begin(), opts_.workerArgs.end());
     std::vector<char *> envp = pointers(env), argv = pointers(args);
-    std::string execError = fmt::format("nnsc-run: error: cannot execute {}\n", opts_.executable);
+    std::string execError =
+        fmt::format("{}: error: cannot execute {}\n", opts_.name, opts_.executable);
     int outPipe[2], errPipe[2];
     if (::pipe2(outPipe, O_CLOEXEC) != 0 || ::pipe2(errPipe, O_CLOEXEC) != 0)
       return false;
@@ -213,7 +215,8 @@ private:
       lastExit_ = Clock::now();
       if (!failed(w.status) || stopping_)
         continue;
-      fmt::print(stderr, "nnsc-run: error: rank {} died ({})\n", w.rank, describeStatus(w.status));
+      fmt::print(stderr, "{}: error: rank {} died ({})\n", opts_.name, w.rank,
+                 describeStatus(w.status));
       std::fflush(stderr);
       exitCode_ = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1 ? 1 : 2;
       beginShutdown();

@@ -18,16 +18,23 @@ int fail(const Status &st, std::ostream &err) {
 
 } // namespace
 
-std::vector<std::string> withoutLauncherFlags(const std::vector<std::string> &args) {
+std::vector<std::string> withoutLauncherFlags(const std::vector<std::string> &args,
+                                              const std::vector<std::string> &flags) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--nproc-per-node") {
-      ++i; // and its value
-      continue;
+    bool dropped = false;
+    for (const std::string &flag : flags) {
+      if (args[i] == flag) {
+        ++i; // and its value
+        dropped = true;
+      } else if (args[i].rfind(flag + "=", 0) == 0) {
+        dropped = true;
+      }
+      if (dropped)
+        break;
     }
-    if (args[i].rfind("--nproc-per-node=", 0) == 0)
-      continue;
-    out.push_back(args[i]);
+    if (!dropped)
+      out.push_back(args[i]);
   }
   return out;
 }

@@ -18,6 +18,7 @@ struct LaunchOptions {
   std::vector<std::string> workerArgs; ///< its arguments, without argv[0]
   double graceSeconds = 5.0;           ///< between SIGTERM and SIGKILL
   int masterPort = 0;                  ///< 0 = pick a free port
+  std::string name = "nnsc-run";       ///< the tool named in the launcher's errors
 };
 
 /// Runs the workers to the end; returns the launcher's exit code: 0 when

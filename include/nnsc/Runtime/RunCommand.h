@@ -23,7 +23,10 @@ struct RunOptions {
 /// 2 internal error or a failed worker).
 int runCommand(const RunOptions &options, std::ostream &out, std::ostream &err);
 
-/// `args` (without argv[0]) minus "--nproc-per-node N" / "--nproc-per-node=N".
-std::vector<std::string> withoutLauncherFlags(const std::vector<std::string> &args);
+/// `args` (without argv[0]) minus each of `flags` with its value, in either
+/// form ("--nproc-per-node N" / "--nproc-per-node=N"): a worker's command line.
+std::vector<std::string> withoutLauncherFlags(const std::vector<std::string> &args,
+                                              const std::vector<std::string> &flags = {
+                                                  "--nproc-per-node"});
 
 } // namespace nnsc::rt

@@ -1,0 +1,304 @@
+// The worker of nnsc-profile-device: achieved matmul FLOP/s per dtype,
+// memory bandwidth and the launch floor, measured with LibTorch on this
+// worker's threads while every other worker of the job measures too.
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include "CudaInfo.h"
+#include "DeviceBench.h"
+#include "nnsc/Profile/CommTable.h"
+#include "nnsc/Profile/DeviceSpecFile.h"
+#include "nnsc/Profile/HostInfo.h"
+#include "nnsc/Runtime/Comm.h"
+#include "nnsc/Support/File.h"
+
+namespace nnsc::profile {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+at::ScalarType scalarType(const std::string &dtype) {
+  if (dtype == "bfloat16")
+    return at::kBFloat16;
+  if (dtype == "float16")
+    return at::kHalf;
+  return at::kFloat;
+}
+
+// Where the work runs and how to wait for it.
+struct Target {
+  at::Device device{at::kCPU};
+  void sync() const {
+    if (device.is_cuda())
+      torch::cuda::synchronize(device.index());
+  }
+  at::TensorOptions options(at::ScalarType t) const {
+    return at::TensorOptions().dtype(t).device(device);
+  }
+};
+
+// The other workers measuring at the same time (none in a single process).
+// Every worker makes the same calls, so a decision taken through any() is
+// the same everywhere and the workers stay in step.
+struct Peers {
+  rt::CommWorld *world = nullptr;
+  at::Device device{at::kCPU};
+
+  Status barrier() const { return world ? world->world().barrier()->wait() : Status::ok(); }
+
+  /// True when `flag` is true on any worker.
+  Expected<bool> any(bool flag) const {
+    if (!world)
+      return flag;
+    std::vector<at::Tensor> v = {
+        at::full({1}, flag ? 1.0 : 0.0, at::TensorOptions(at::kDouble).device(device))};
+    NNSC_RETURN_IF_ERROR(world->world().allReduce(v, rt::ReduceOp::Max)->wait());
+    return v[0].cpu().item<double>() > 0;
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Runs `op` back to back for `window` seconds (at least `minReps` times) and
+// returns the median time of one run. Workers start their windows together,
+// so every timed run overlaps the others' work, as in training.
+template <typename Op> double medianInWindow(const Target &t, double window, int minReps, Op op) {
+  std::vector<double> reps;
+  auto start = Clock::now();
+  while (int(reps.size()) < minReps || (since(start) < window && reps.size() < 1000)) {
+    auto t0 = Clock::now();
+    op();
+    t.sync();
+    reps.push_back(since(t0));
+  }
+  return median(reps);
+}
+
+struct MatmulFigure {
+  double flops = 0; ///< best over sizes; 0 = not measured
+  std::string note; ///< why not, or which size won
+};
+
+// The best rate of square matmuls over `sizes`; a size whose first product
+// overruns the budget on any worker is the last one tried.
+Expected<MatmulFigure> measureMatmul(const Target &t, const Peers &peers, at::ScalarType dtype,
+                                     const std::vector<int64_t> &sizes, double budget) {
+  MatmulFigure fig;
+  for (int64_t n : sizes) {
+    at::Tensor a = at::randn({n, n}, t.options(at::kFloat)).to(dtype);
+    at::Tensor b = at::randn({n, n}, t.options(at::kFloat)).to(dtype);
+    NNSC_RETURN_IF_ERROR(peers.barrier());
+    bool unsupported = false;
+    double first = 0;
+    try {
+      auto t0 = Clock::now();
+      at::mm(a, b);
+      t.sync();
+      first = since(t0);
+    } catch (const std::exception &) {
+      unsupported = true;
+    }
+    auto none = peers.any(unsupported);
+    if (!none)
+      return none.status();
+    if (*none) {
+      fig.note = fmt::format("no {} matmul on {}", c10::toString(dtype), t.device.str());
+      return fig;
+    }
+    double one = medianInWindow(t, budget, 3, [&] { at::mm(a, b); });
+    double rate = 2.0 * double(n) * double(n) * double(n) / one;
+    if (rate > fig.flops) {
+      fig.flops = rate;
+      fig.note = fmt::format("best at n={}", n);
+    }
+    auto tooSlow = peers.any(first > budget);
+    if (!tooSlow)
+      return tooSlow.status();
+    if (*tooSlow)
+      break; // a larger size would take too long
+  }
+  return fig;
+}
+
+// Bytes read plus written per second by a copy of `bytes`.
+Expected<double> measureCopy(const Target &t, const Peers &peers, int64_t bytes, double budget) {
+  at::Tensor src = at::ones({bytes / 4}, t.options(at::kFloat));
+  at::Tensor dst = at::empty_like(src);
+  dst.copy_(src); // touch every page before timing
+  t.sync();
+  NNSC_RETURN_IF_ERROR(peers.barrier());
+  return 2.0 * double(bytes) / medianInWindow(t, budget, 5, [&] { dst.copy_(src); });
+}
+
+// The median time of a tiny op (an add of two 1-element tensors) issued back
+// to back: the cost every op pays whatever its size.
+double measureFloor(const Target &t) {
+  at::Tensor x = at::ones({1}, t.options(at::kFloat)), y = at::ones({1}, t.options(at::kFloat));
+  constexpr int kBatch = 200;
+  std::vector<double> perOp;
+  for (int batch = 0; batch < 21; ++batch) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < kBatch; ++i)
+      at::add(x, y);
+    t.sync();
+    perOp.push_back(since(t0) / kBatch);
+  }
+  std::sort(perOp.begin(), perOp.end());
+  return perOp[perOp.size() / 2];
+}
+
+// The slowest worker's figures: every rate's minimum, the floor's maximum.
+Status agree(rt::CommWorld *world, const Target &t, std::vector<double> &rates, double &floor) {
+  if (!world)
+    return Status::ok();
+  std::vector<double> values = rates;
+  values.push_back(-floor);
+  std::vector<at::Tensor> v = {at::tensor(values, at::TensorOptions(at::kDouble)).to(t.device)};
+  NNSC_RETURN_IF_ERROR(world->world().allReduce(v, rt::ReduceOp::Min)->wait());
+  at::Tensor host = v[0].cpu();
+  for (size_t i = 0; i < rates.size(); ++i)
+    rates[i] = host[int64_t(i)].item<double>();
+  floor = -host[int64_t(rates.size())].item<double>();
+  return Status::ok();
+}
+
+struct Figures {
+  std::vector<double> rates; ///< per plan.dtypes, then bandwidth
+  double floor = 0;
+  std::vector<std::string> notes;
+};
+
+Expected<Figures> measureAll(const DevicePlan &plan, const Target &t, rt::CommWorld *world,
+                             const std::vector<int64_t> &sizes, int64_t copyBytes) {
+  Peers peers{world, t.device};
+  Figures f;
+  for (const std::string &dtype : plan.dtypes) {
+    auto m = measureMatmul(t, peers, scalarType(dtype), sizes, plan.seconds);
+    if (!m)
+      return m.status();
+    f.rates.push_back(m->flops);
+    f.notes.push_back(fmt::format("{}: {}", dtype, m->note));
+  }
+  auto bandwidth = measureCopy(t, peers, copyBytes, plan.seconds);
+  if (!bandwidth)
+    return bandwidth.status();
+  f.rates.push_back(*bandwidth);
+  NNSC_RETURN_IF_ERROR(peers.barrier());
+  f.floor = measureFloor(t);
+  NNSC_RETURN_IF_ERROR(agree(world, t, f.rates, f.floor));
+  return f;
+}
+
+std::string threadCount(int threads) {
+  return fmt::format("{} thread{}", threads, threads == 1 ? "" : "s");
+}
+
+MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &f, int threads,
+                        int workers, const std::vector<int64_t> &sizes, int64_t copyBytes) {
+  MeasuredDevice d;
+  d.name = plan.name;
+  std::string perWorker =
+      workers > 1 ? fmt::format(" per worker, {} workers measuring at once", workers) : "";
+  if (t.device.is_cuda()) {
+    std::string gpu = cudaDeviceName(int(t.device.index()));
+    d.description = gpu.empty() ? "a CUDA device" : gpu;
+    d.memoryBytes = cudaMemoryBytes(int(t.device.index()));
+  } else {
+    d.description = fmt::format("{}, {}{}", cpuModel(), threadCount(threads), perWorker);
+    d.memoryBytes = memTotalBytes();
+  }
+  d.sources.push_back(fmt::format(
+      "measured by nnsc-profile-device on {} {}: matmul n={}..{}, the median product in a {} s "
+      "window per size, the best size; copy {} likewise; launch floor = median of 21 x 200 "
+      "one-element adds; {}{}",
+      hostName(), isoDateTime(), sizes.front(), sizes.back(), plan.seconds, formatBytes(copyBytes),
+      threadCount(threads), perWorker));
+  for (size_t i = 0; i < plan.dtypes.size(); ++i)
+    if (f.rates[i] > 0)
+      d.flops.emplace_back(plan.dtypes[i], f.rates[i]);
+  d.memoryBandwidth = f.rates.back();
+  d.launchFloor = f.floor;
+  return d;
+}
+
+Status measureAndWrite(const DevicePlan &plan, const rt::LaunchEnv &env, const Target &t,
+                       int threads, std::ostream &out) {
+  auto start = Clock::now();
+  std::unique_ptr<rt::CommWorld> world;
+  if (env.worldSize > 1) {
+    rt::CommOptions options;
+    options.backend = t.device.is_cuda() ? "nccl" : "gloo";
+    auto created = rt::CommWorld::create(env, options);
+    if (!created)
+      return created.status();
+    world = created.take();
+  }
+  std::vector<int64_t> sizes = t.device.is_cuda() ? std::vector<int64_t>{1024, 2048, 4096, 8192}
+                                                  : std::vector<int64_t>{256, 512, 1024, 2048};
+  int64_t copyBytes = t.device.is_cuda() ? (int64_t(1) << 30) : (int64_t(256) << 20);
+  auto f = measureAll(plan, t, world.get(), sizes, copyBytes);
+  if (!f)
+    return f.status();
+  if (env.rank != 0)
+    return Status::ok();
+  MeasuredDevice d = describe(plan, t, *f, threads, env.worldSize, sizes, copyBytes);
+  if (d.flops.empty())
+    return errorf("no matmul could be measured on {} ({})", t.device.str(),
+                  fmt::join(f->notes, "; "));
+  NNSC_RETURN_IF_ERROR(writeFileAtomic(plan.out, formatDeviceSpec(d)));
+  for (size_t i = 0; i < plan.dtypes.size(); ++i)
+    out << fmt::format("matmul {:<9} {:>10} FLOP/s ({})\n", plan.dtypes[i],
+                       f->rates[i] > 0 ? formatReal(f->rates[i]) : "-",
+                       f->notes[i].substr(plan.dtypes[i].size() + 2));
+  out << fmt::format("memory bandwidth {} B/s, launch floor {} s, memory {:.1f} GiB\n",
+                     formatReal(d.memoryBandwidth), formatReal(d.launchFloor),
+                     double(d.memoryBytes) / double(int64_t(1) << 30));
+  out << fmt::format("nnsc-profile-device: wrote {} ({}, {}{}) in {:.1f} s\n", plan.out, d.name,
+                     threadCount(threads),
+                     env.worldSize > 1 ? fmt::format(" x {} workers", env.worldSize) : "",
+                     since(start));
+  return Status::ok();
+}
+
+} // namespace
+
+Status runDeviceWorker(const DevicePlan &plan, const rt::LaunchEnv &env, std::ostream &out) {
+  // nnsc-run's rule (TrainerSetup seedAndThreads): the cores shared by the
+  // workers on this node, at least one each.
+  int threads =
+      plan.threads > 0
+          ? plan.threads
+          : std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, env.localWorldSize));
+  at::set_num_threads(threads);
+  Target t;
+  if (plan.device == "cuda") {
+    if (!torch::cuda::is_available())
+      return errorf("--device cuda: this LibTorch sees no CUDA device");
+    t.device = at::Device(at::kCUDA, env.localRank);
+  }
+  try {
+    return measureAndWrite(plan, env, t, threads, out);
+  } catch (const std::exception &e) {
+    std::string what = e.what();
+    return Status::internal(fmt::format("nnsc-profile-device: error: rank {}: {}", env.rank,
+                                        what.substr(0, what.find('\n'))));
+  }
+}
+
+} // namespace nnsc::profile

@@ -1,0 +1,43 @@
+// The measured device spec's YAML text.
+#include "nnsc/Profile/DeviceSpecFile.h"
+
+#include <fmt/format.h>
+
+#include "nnsc/Profile/CommTable.h"
+
+namespace nnsc::profile {
+
+namespace {
+
+std::string quoted(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+} // namespace
+
+std::string formatDeviceSpec(const MeasuredDevice &d) {
+  std::string out;
+  out += fmt::format("name: {}\n", d.name);
+  out += fmt::format("description: {}\n", quoted(d.description));
+  out += "sources:\n";
+  for (const std::string &s : d.sources)
+    out += fmt::format("  - {}\n", quoted(s));
+  out += "flops:\n";
+  for (const auto &[dtype, rate] : d.flops)
+    out += fmt::format("  {}: {}\n", dtype, formatReal(rate));
+  out += fmt::format("memory_bytes: {}\n", d.memoryBytes);
+  out += fmt::format("memory_bandwidth: {}   # bytes/s\n", formatReal(d.memoryBandwidth));
+  out += fmt::format("launch_floor: {}       # seconds\n", formatReal(d.launchFloor));
+  out += "efficiency:             # the figures above are achieved rates, so 1.0\n";
+  out += "  matmul: 1.0\n";
+  out += "  memory: 1.0\n";
+  return out;
+}
+
+} // namespace nnsc::profile
