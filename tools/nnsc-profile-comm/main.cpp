@@ -4,11 +4,12 @@
 //                     [--sizes MIN:MAX[:FACTOR]] [--collectives LIST] [--iters N] [--warmup N]
 #include <iostream>
 
-#include <CLI/CLI.hpp>
-
 #include "nnsc/Profile/ProfileComm.h"
+#include "nnsc/Support/ToolMain.h"
 
-int main(int argc, char **argv) {
+namespace {
+
+int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-profile-comm: time all_reduce, all_gather, reduce_scatter, all_to_all, "
                "broadcast and send_recv over group and message sizes on this machine's backend "
                "and write a communication table (docs/profile-comm.md)"};
@@ -42,8 +43,12 @@ int main(int argc, char **argv) {
   app.add_flag("--no-spin", noSpin,
                "let the CPUs idle in waits (default: a SCHED_IDLE thread per worker keeps them "
                "awake, as training does; docs/profile-comm.md)");
-  CLI11_PARSE(app, argc, argv);
+  NNSC_PARSE(app, argc, argv);
   o.spin = !noSpin;
   o.argv.assign(argv + 1, argv + argc);
   return nnsc::profile::profileCommCommand(o, std::cout, std::cerr);
 }
+
+} // namespace
+
+int main(int argc, char **argv) { return nnsc::runTool("nnsc-profile-comm", argc, argv, toolMain); }

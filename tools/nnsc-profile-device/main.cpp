@@ -5,11 +5,12 @@
 //                       [--threads T] [--dtypes LIST] [--seconds S]
 #include <iostream>
 
-#include <CLI/CLI.hpp>
-
 #include "nnsc/Profile/ProfileDevice.h"
+#include "nnsc/Support/ToolMain.h"
 
-int main(int argc, char **argv) {
+namespace {
+
+int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-profile-device: measure peak matmul FLOP/s, memory bandwidth and the "
                "launch floor of this machine's device with the threads a training worker uses, "
                "and write a device spec (docs/profile-comm.md)"};
@@ -27,7 +28,13 @@ int main(int argc, char **argv) {
                  "also float16)");
   app.add_option("--seconds", o.seconds, "time budget of each measured matmul size")
       ->default_val(0.3);
-  CLI11_PARSE(app, argc, argv);
+  NNSC_PARSE(app, argc, argv);
   o.argv.assign(argv + 1, argv + argc);
   return nnsc::profile::profileDeviceCommand(o, std::cout, std::cerr);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  return nnsc::runTool("nnsc-profile-device", argc, argv, toolMain);
 }
