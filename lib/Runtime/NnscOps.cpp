@@ -11,6 +11,9 @@
 //   reduce_scatter        forward reduce-scatter backward allgather
 //   all_to_all            forward alltoall       backward the reverse alltoall
 //   split                 forward local chunk    backward allgather
+//   value_split           forward the value on   backward identity (the
+//                         group rank 0, zeros    gradient of a partial sum
+//                         elsewhere (local)      is whole)
 //
 // Results are new tensors (never views of the input). A failure throws a
 // c10::Error naming the op and the group; Program::run turns it into a Status.
@@ -160,6 +163,18 @@ struct SplitFn : torch::autograd::Function<SplitFn> {
   }
 };
 
+// R -> V: the chunks add up to `x` exactly (one member adds it, the others
+// add zeros), as a row-parallel linear adds its bias once.
+struct ValueSplitFn : torch::autograd::Function<ValueSplitFn> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, int64_t group) {
+    bool keeps = lookup(group, "value_split").rank() == 0;
+    return keeps ? x.clone(at::MemoryFormat::Contiguous) : at::zeros_like(x);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    return {grads[0], at::Tensor()};
+  }
+};
+
 at::Tensor allReduceOp(const at::Tensor &x, int64_t group) { return AllReduceFn::apply(x, group); }
 at::Tensor identityAllReduceOp(const at::Tensor &x, int64_t group) {
   return IdentityAllReduceFn::apply(x, group);
@@ -178,6 +193,9 @@ at::Tensor allToAllOp(const at::Tensor &x, int64_t splitDim, int64_t concatDim, 
 }
 at::Tensor splitOp(const at::Tensor &x, int64_t dim, int64_t group) {
   return SplitFn::apply(x, dim, group);
+}
+at::Tensor valueSplitOp(const at::Tensor &x, int64_t group) {
+  return ValueSplitFn::apply(x, group);
 }
 
 } // namespace
@@ -203,4 +221,6 @@ TORCH_LIBRARY(nnsc, m) {
   m.impl("all_to_all", kKey, TORCH_FN(allToAllOp));
   m.def("split(Tensor x, int dim, int group) -> Tensor");
   m.impl("split", kKey, TORCH_FN(splitOp));
+  m.def("value_split(Tensor x, int group) -> Tensor");
+  m.impl("value_split", kKey, TORCH_FN(valueSplitOp));
 }
