@@ -14,8 +14,11 @@ namespace nnsc::codegen {
 
 namespace {
 
-// Collectives whose result does not depend on the members' order.
-bool orderFree(const std::string &op) { return op == "all_reduce" || op == "identity_all_reduce"; }
+// Collectives whose result does not depend on the members' order (which
+// member of a value_split keeps the value is a label: any one will do).
+bool orderFree(const std::string &op) {
+  return op == "all_reduce" || op == "identity_all_reduce" || op == "value_split";
+}
 
 class GroupNumbering {
 public:

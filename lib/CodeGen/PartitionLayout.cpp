@@ -173,7 +173,7 @@ private:
       names = {"dim"};
     else if (op.op == "all_to_all")
       names = {"split_dim", "concat_dim"};
-    else if (op.op != "all_reduce" && op.op != "identity_all_reduce")
+    else if (op.op != "all_reduce" && op.op != "identity_all_reduce" && op.op != "value_split")
       return errorf("error: nnsc-codegen does not know the communication op '{}'", op.op);
     if (names.size() != op.args.size())
       return Status::internal(fmt::format("error: nnsc.{} takes {} integer arguments, the "
@@ -201,6 +201,9 @@ private:
       break;
     case transform::Primitive::Chunk:
       move = fmt::format("R->D{}", arg(0));
+      break;
+    case transform::Primitive::ValueSplit:
+      move = "R->V";
       break;
     default:
       move = "R";

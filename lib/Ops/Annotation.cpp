@@ -49,8 +49,9 @@ private:
   bool failHere(std::string what) { return fail(std::move(what), column()); }
   bool unexpectedHere();
 
-  bool parseSide(std::vector<ShapeAnno> &side);
-  bool parseTensor(ShapeAnno &shape);
+  bool parseSide(std::vector<ShapeAnno> &side, bool outputs);
+  bool parseTensor(ShapeAnno &shape, bool output);
+  bool parseAddend(ShapeAnno &shape, bool output);
   bool parseUnknown(ShapeAnno &shape);
   bool atScalar() const;
   bool parseScalar();
@@ -68,13 +69,13 @@ private:
 };
 
 bool Parser::parse(OpAnno &out) {
-  if (!parseSide(out.inputs))
+  if (!parseSide(out.inputs, false))
     return false;
   skipSpaces();
   if (!atArrow())
     return atEnd() ? failHere("expected '->' between inputs and outputs") : unexpectedHere();
   pos_ += 2;
-  if (!parseSide(out.outputs))
+  if (!parseSide(out.outputs, true))
     return false;
   skipSpaces();
   if (atArrow())
@@ -94,13 +95,13 @@ bool Parser::unexpectedHere() {
   return failHere(fmt::format("unexpected character '{}'", peek()));
 }
 
-bool Parser::parseSide(std::vector<ShapeAnno> &side) {
+bool Parser::parseSide(std::vector<ShapeAnno> &side, bool outputs) {
   skipSpaces();
   if (atSideEnd())
     return true; // an empty side: no tensors
   while (true) {
     ShapeAnno shape;
-    if (!parseTensor(shape))
+    if (!parseTensor(shape, outputs))
       return false;
     side.push_back(std::move(shape));
     skipSpaces();
@@ -110,8 +111,10 @@ bool Parser::parseSide(std::vector<ShapeAnno> &side) {
   }
 }
 
-bool Parser::parseTensor(ShapeAnno &shape) {
+bool Parser::parseTensor(ShapeAnno &shape, bool output) {
   skipSpaces();
+  if (peek() == '+' && !parseAddend(shape, output))
+    return false;
   if (peek() == '?')
     return parseUnknown(shape);
   if (atScalar())
@@ -127,6 +130,21 @@ bool Parser::parseTensor(ShapeAnno &shape) {
   }
   if (shape.dims.empty())
     return failHere("expected a dimension annotation");
+  return true;
+}
+
+// A '+' before a tensor's dims: an addend (Annotation.h).
+bool Parser::parseAddend(ShapeAnno &shape, bool output) {
+  if (output)
+    return failHere("an addend ('+' before a tensor) is only allowed among the inputs");
+  ++pos_;
+  if (atEnd() || isSpace(peek()) || peek() == ',' || atArrow())
+    return failHere("expected the dims of the addend directly after '+'");
+  if (peek() == '?')
+    return failHere("an addend cannot be '?'; a 0-dim addend is '+()'");
+  if (peek() == '+')
+    return failHere("second '+' before a tensor");
+  shape.addend = true;
   return true;
 }
 
@@ -316,11 +334,11 @@ std::string dimText(const DimAnno &dim) {
 std::string shapeText(const ShapeAnno &shape) {
   if (shape.unknown)
     return "?";
+  std::string out = shape.addend ? "+" : "";
   if (shape.dims.empty())
-    return "()";
-  std::string out;
-  for (const DimAnno &dim : shape.dims)
-    out += (out.empty() ? "" : " ") + dimText(dim);
+    return out + "()";
+  for (size_t d = 0; d < shape.dims.size(); ++d)
+    out += (d == 0 ? "" : " ") + dimText(shape.dims[d]);
   return out;
 }
 

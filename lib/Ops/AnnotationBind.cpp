@@ -115,6 +115,7 @@ std::vector<ShapeAnno> Binder::expandSide(const std::vector<ShapeAnno> &side) co
   for (const ShapeAnno &shape : side) {
     ShapeAnno e;
     e.unknown = shape.unknown;
+    e.addend = shape.addend;
     for (const DimAnno &dim : shape.dims) {
       if (!dim.ellipsis) {
         e.dims.push_back(dim);

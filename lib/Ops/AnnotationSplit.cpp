@@ -141,6 +141,11 @@ Expected<SplitEffect> splitEffect(const BoundAnno &bound, const std::string &id,
     std::fill(effect.inputBlocks.begin(), effect.inputBlocks.end(), 1);
   if (n <= 1)
     std::fill(effect.outputBlocks.begin(), effect.outputBlocks.end(), 1);
+  // The outputs are partial sums: an addend must be one too, or every part
+  // would add all of it.
+  effect.inputValue.assign(effect.inputDims.size(), false);
+  for (size_t i = 0; i < effect.inputDims.size() && effect.valueSplit && n > 1; ++i)
+    effect.inputValue[i] = bound.expanded.inputs[i].addend && effect.inputDims[i] < 0;
   return effect;
 }
 

@@ -30,7 +30,7 @@ private:
     return false;
   }
   bool checkTensor(const ShapeAnno &shape, const std::string &tensor, bool output);
-  bool checkIdent(const DimIdent &id, const std::string &tensor, bool output);
+  bool checkIdent(const DimIdent &id, const std::string &tensor, bool output, bool addend);
   bool checkOutputIdent(const DimIdent &id);
 
   std::map<std::string, DimIdent> first_; ///< first occurrence of each identifier and '*'
@@ -43,12 +43,12 @@ bool Checker::checkTensor(const ShapeAnno &shape, const std::string &tensor, boo
   inTensor_.clear();
   for (const DimAnno &dim : shape.dims)
     for (const DimIdent &id : dim.idents)
-      if (!id.numeric && !checkIdent(id, tensor, output))
+      if (!id.numeric && !checkIdent(id, tensor, output, shape.addend))
         return false;
   return true;
 }
 
-bool Checker::checkIdent(const DimIdent &id, const std::string &tensor, bool output) {
+bool Checker::checkIdent(const DimIdent &id, const std::string &tensor, bool output, bool addend) {
   if (!inTensor_.insert(id.name).second) {
     if (id.name == "*")
       return fail(fmt::format("second '*' in {}", tensor), id.column);
@@ -58,6 +58,10 @@ bool Checker::checkIdent(const DimIdent &id, const std::string &tensor, bool out
   if (!isNew && it->second.role != id.role)
     return fail(fmt::format("role conflict: '{}' at column {} but '{}'", identText(it->second),
                             it->second.column, identText(id)),
+                id.column);
+  // An addend is value-split along the reductions; it cannot also be cut by one.
+  if (addend && id.role == DimRole::Reduce)
+    return fail(fmt::format("the addend {} cannot have the reduction '{}'", tensor, identText(id)),
                 id.column);
   if (!output) {
     inInputs_.insert(id.name);

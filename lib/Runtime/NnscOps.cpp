@@ -11,6 +11,9 @@
 //   reduce_scatter        forward reduce-scatter backward allgather
 //   all_to_all            forward alltoall       backward the reverse alltoall
 //   split                 forward local chunk    backward allgather
+//   value_split           forward the value on   backward identity (the
+//                         group rank 0, zeros    gradient of a partial sum
+//                         elsewhere (local)      is whole)
 //
 // and the two statements around a piece of a split random op, rng_fork and
 // rng_join (RngStreams.h).
@@ -164,6 +167,18 @@ struct SplitFn : torch::autograd::Function<SplitFn> {
   }
 };
 
+// R -> V: the chunks add up to `x` exactly (one member adds it, the others
+// add zeros), as a row-parallel linear adds its bias once.
+struct ValueSplitFn : torch::autograd::Function<ValueSplitFn> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, int64_t group) {
+    bool keeps = lookup(group, "value_split").rank() == 0;
+    return keeps ? x.clone(at::MemoryFormat::Contiguous) : at::zeros_like(x);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    return {grads[0], at::Tensor()};
+  }
+};
+
 at::Tensor allReduceOp(const at::Tensor &x, int64_t group) { return AllReduceFn::apply(x, group); }
 at::Tensor identityAllReduceOp(const at::Tensor &x, int64_t group) {
   return IdentityAllReduceFn::apply(x, group);
@@ -182,6 +197,9 @@ at::Tensor allToAllOp(const at::Tensor &x, int64_t splitDim, int64_t concatDim, 
 }
 at::Tensor splitOp(const at::Tensor &x, int64_t dim, int64_t group) {
   return SplitFn::apply(x, dim, group);
+}
+at::Tensor valueSplitOp(const at::Tensor &x, int64_t group) {
+  return ValueSplitFn::apply(x, group);
 }
 
 } // namespace
@@ -212,4 +230,6 @@ TORCH_LIBRARY(nnsc, m) {
   m.def(torch::schema("rng_fork(int node, int piece) -> ()", c10::AliasAnalysisKind::CONSERVATIVE),
         [](int64_t node, int64_t piece) { rngFork(node, piece); });
   m.def(torch::schema("rng_join() -> ()", c10::AliasAnalysisKind::CONSERVATIVE), [] { rngJoin(); });
+  m.def("value_split(Tensor x, int group) -> Tensor");
+  m.impl("value_split", kKey, TORCH_FN(valueSplitOp));
 }

@@ -107,9 +107,10 @@ Expected<RvdLayout> Partitioner::inputLayout(const ir::Tensor &t) const {
 }
 
 // Activations live where their producer writes them, graph inputs as fed,
-// state as its first reader wants it (unread state on device 0); a buffer
-// that a kernel updates in place as the first such kernel wants it, so that
-// the kernel writes the stored piece itself.
+// state as its first reader wants it (unread state on device 0) but never as
+// partial sums (an addend is stored whole, value-split by its adapter); a
+// buffer that a kernel updates in place as the first such kernel wants it, so
+// that the kernel writes the stored piece itself.
 Status Partitioner::placeTensors() {
   std::vector<std::optional<RvdLayout>> layout(graph_.tensors().size());
   for (const ir::Node &node : graph_.nodes())
@@ -124,8 +125,12 @@ Status Partitioner::placeTensors() {
       layout[static_cast<size_t>(node.outputs[o])] = l.outputs[o];
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       auto &slot = layout[static_cast<size_t>(node.inputs[i])];
-      if (!slot && isState(graph_.tensor(node.inputs[i])))
-        slot = l.inputs[i];
+      if (slot || !isState(graph_.tensor(node.inputs[i])))
+        continue;
+      auto stored = withoutPartials(l.inputs[i]);
+      if (!stored)
+        return stored.status().withContext(plan::describeNode(node));
+      slot = stored.take();
     }
   }
   for (const ir::Tensor &t : graph_.tensors()) {
@@ -157,9 +162,13 @@ void Partitioner::markGradients() {
   }
 }
 
+// A split node reading an input whole leaves each part a partial gradient of
+// it. Not so an addend read as value chunks: each chunk's gradient is the
+// whole gradient of the partial-sum outputs, which the value_split adapter
+// passes back unchanged (RvdAutograd.h).
 bool Partitioner::consumerPartial(const ir::Node &node, size_t input) const {
   const plan::ResolvedSplit &s = splits_[static_cast<size_t>(node.id)];
-  return s.num > 1 && s.effect.inputDims[input] < 0;
+  return s.num > 1 && s.effect.inputDims[input] < 0 && !s.effect.valueInput(input);
 }
 
 // A parameter keeps partial gradients (summed by its reducer) only when every

@@ -116,8 +116,6 @@ Status addPhase(const RvdLayout &from, const RvdLayout &to, bool last, const Edg
     a.ops.push_back(reshapeTo(src->pieceShape()));
   for (size_t i = 0; i < plan->steps.size(); ++i) {
     const RvdStep &step = plan->steps[i];
-    if (step.kind == Primitive::ValueSplit)
-      return Status::internal("a consumer layout asks for partial sums (value_split)");
     CommOp op = commOpOf(step);
     // Whole gradients reach a gathered tensor unless it is the last step and
     // its consumers' partial gradients are exactly what reduce_scatter sums

@@ -35,6 +35,18 @@ Expected<RvdLayout> replicatedLayout(const ir::Shape &shape, const std::vector<i
                          devices);
 }
 
+Expected<RvdLayout> withoutPartials(const RvdLayout &layout) {
+  if (layout.v() <= 1)
+    return layout;
+  std::vector<int64_t> counts = layout.counts();
+  counts[kAxisR] *= counts[kAxisV];
+  counts[kAxisV] = 1;
+  auto whole = RvdLayout::fromCounts(layout.shape(), counts, layout.devices());
+  if (!whole)
+    return whole.status();
+  return whole->withBlocks(layout.blocks());
+}
+
 Expected<RvdLayout> splitLayout(const ir::Shape &shape, int dim, const std::vector<int> &devices) {
   std::vector<int64_t> d = ones(shape.size());
   d.at(static_cast<size_t>(dim)) = static_cast<int64_t>(devices.size());
@@ -49,7 +61,8 @@ Expected<NodeLayouts> nodeLayouts(const ir::Graph &graph, const ir::Node &node,
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     int dim = whole ? -1 : split.effect.inputDims[i];
     int64_t blocks = whole ? 1 : split.effect.inputBlocks[i];
-    auto l = layoutFor(graph.tensor(node.inputs[i]).shape, dim, blocks, false, devices);
+    bool partial = !whole && split.effect.valueInput(i);
+    auto l = layoutFor(graph.tensor(node.inputs[i]).shape, dim, blocks, partial, devices);
     if (!l)
       return l.status();
     out.inputs.push_back(l.take());

@@ -20,14 +20,18 @@ struct NodeLayouts {
 
 /// Layouts for `node` split as `split` on `devices`: a whole node reads and
 /// writes every tensor replicated; a split node reads split inputs as D
-/// chunks and the others replicated, writes D chunks, or partial sums (V)
-/// for a value split. `shareOutput`: an output that the split does not cut
-/// and that is not a value split is written as V too (a loss reduced per
-/// part); otherwise such an output is replicated (the annotation promises
-/// equal values).
+/// chunks, addends of a value split as partial sums (V), the others
+/// replicated, and writes D chunks, or partial sums (V) for a value split.
+/// `shareOutput`: an output that the split does not cut and that is not a
+/// value split is written as V too (a loss reduced per part); otherwise such
+/// an output is replicated (the annotation promises equal values).
 Expected<NodeLayouts> nodeLayouts(const ir::Graph &graph, const ir::Node &node,
                                   const plan::ResolvedSplit &split, const std::vector<int> &devices,
                                   bool shareOutput);
+
+/// `layout` with its partial sums held whole: the V count moved into R. How
+/// state is stored when its reader wants partial sums (an addend).
+Expected<RvdLayout> withoutPartials(const RvdLayout &layout);
 
 /// The fully replicated layout of `shape` over `devices`.
 Expected<RvdLayout> replicatedLayout(const ir::Shape &shape, const std::vector<int> &devices);

@@ -6,7 +6,7 @@
 ///
 ///   annotation := tensors '->' tensors          (either side may be empty)
 ///   tensors    := tensor (',' tensor)*
-///   tensor     := '?' | '()' | dim+             (dims separated by spaces)
+///   tensor     := '?' | '+'? ('()' | dim+)      (dims separated by spaces)
 ///   dim        := ident | '(' ident+ ')' | '*' suffix?
 ///   ident      := (python-identifier | numeral) suffix?
 ///   suffix     := '+' (reduction) | '^' (frozen)
@@ -31,6 +31,12 @@
 ///    along a plain one, each part computes its own value (say the mean of its
 ///    share of the batch), which only the graph's loss may do: the partitioner
 ///    weighs each part by its share (LossInfo in Transform/Partition.h).
+///  - `+` before an input's dims (`+n`, `+1`, `+()`): an addend, a tensor the
+///    op adds into its outputs (a bias). Split along a `+` identifier the
+///    outputs are partial sums, so the parts must add it once in total: it is
+///    value-split with them (ValueSplit in Transform/RvdPrimitive.h: one part
+///    reads it, the others zeros). Along any other identifier it splits like
+///    any input. An addend is an input, not '?', and has no `+` identifier.
 /// Candidates: several annotations for one op, tried in order, are written as a
 /// vector or in one string separated by `|`.
 
@@ -78,8 +84,11 @@ struct ShapeAnno {
   std::vector<DimAnno> dims;
   bool unknown = false; ///< '?': replicate-only, dims empty (dims empty and not
                         ///< unknown: a 0-dim tensor, written `()`)
+  bool addend = false;  ///< a leading '+': added into the outputs (inputs only)
 
-  bool operator==(const ShapeAnno &o) const { return dims == o.dims && unknown == o.unknown; }
+  bool operator==(const ShapeAnno &o) const {
+    return dims == o.dims && unknown == o.unknown && addend == o.addend;
+  }
 };
 
 /// A whole annotation `inputs -> outputs`.
@@ -93,7 +102,7 @@ struct OpAnno {
   bool operator==(const OpAnno &o) const { return inputs == o.inputs && outputs == o.outputs; }
 };
 
-/// Canonical text of one tensor's annotation ("b l (h d)", "* k+", "?").
+/// Canonical text of one tensor's annotation ("b l (h d)", "* k+", "?", "+n").
 std::string shapeText(const ShapeAnno &shape);
 /// Canonical text of one identifier ("k+", "d^", "n", "64").
 std::string identText(const DimIdent &id);
@@ -106,7 +115,9 @@ std::string dimText(const DimAnno &dim);
 /// most once per tensor; one role per identifier across the annotation; no
 /// `+` identifier in an output; every output identifier appears in some
 /// input (numerals excepted); a `*` in an output needs a `*` in an input; at
-/// most one `*` per tensor; `*` and `?` never inside `( )`; `?` stands alone.
+/// most one `*` per tensor; `*` and `?` never inside `( )`; `?` stands alone;
+/// an addend (`+` before a tensor) only among the inputs, never `?`, without
+/// a `+` identifier.
 /// Errors read "error: <what> at column N", then the text and a caret under
 /// the 1-based column of the offending character.
 Expected<OpAnno> parseAnnotation(std::string_view text);

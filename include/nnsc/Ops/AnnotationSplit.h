@@ -63,8 +63,10 @@ std::vector<std::string> splittableIdents(const BoundAnno &bound);
 /// What splitting one identifier into n equal parts does to each tensor
 /// (nnScaler's default rule). A replicated input (-1) is fed whole to every
 /// part; in a value split that is only right when the op does not add it to
-/// the partial sums, which is why nnScaler annotates linear with a bias as
-/// `* k^, n k^, n -> * n`, not `* k+, n k+, n -> * n`.
+/// the partial sums. An input the op does add (an addend, `+n` in linear's
+/// `* k+, n k+, +n -> * n`) is value-split instead (`inputValue`): the parts
+/// read chunks that add up to it, so it is added once in total (nnScaler
+/// writes the same as a TransformRule with DimopSplit.V() for the bias).
 ///
 /// Interleaved splits. A split dim is normally cut into n contiguous chunks.
 /// It is cut *interleaved over b blocks* when it is viewed as [b, size / b]
@@ -82,6 +84,12 @@ struct SplitEffect {
   /// also 1 where the tensor is not split).
   std::vector<int64_t> inputBlocks, outputBlocks;
   bool valueSplit = false; ///< a reduction: every output is a partial sum (outputDims all -1)
+  /// Per input: read as value chunks (an addend in a value split; its
+  /// inputDims entry is -1). Empty = none.
+  std::vector<bool> inputValue;
+
+  /// True when input `i` is read as value chunks.
+  bool valueInput(size_t i) const { return i < inputValue.size() && inputValue[i]; }
 };
 
 /// The effect of splitting `id` (an identifier of bound.expanded, e.g. "n" or

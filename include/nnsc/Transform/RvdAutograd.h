@@ -10,13 +10,16 @@
 ///   reduce_scatter V->D_k  reduce_scatter(dim=k)              all_gather along k
 ///   all_to_all D_i->D_j all_to_all(split_dim=j, concat_dim=i) all_to_all D_j->D_i
 ///   chunk R->D_k        split(dim=k)                          all_gather along k
-///   value_split R->V    value_split (no runtime op yet)       identity
+///   value_split R->V    value_split (member 0 the value,      identity
+///                       the others zeros)
 ///
 /// Gradient conventions these pairs assume: gradients reaching the
 /// replicated output of all_gather are partial sums, one per replica (as in
 /// sequence parallelism); gradients reaching the output of all_reduce,
-/// chunk and value_split are whole. nnScaler also has allgather_split and
-/// allreduce_allreduce for the other conventions; they are not offered here.
+/// chunk and value_split are whole (value_split feeds an addend to a value
+/// split, whose partial-sum outputs each receive the whole gradient).
+/// nnScaler also has allgather_split and allreduce_allreduce for the other
+/// conventions; they are not offered here.
 
 #include <cstdint>
 #include <string>

@@ -10,8 +10,8 @@ namespace {
 
 // conv1d/2d/3d, convolution, _convolution: input [N?, C, *spatial], weight
 // [O, C/groups, *kernel], bias [O]. As in nnScaler: the batch and the output
-// channels split; the input channels are a reduction ('+') without a bias and
-// frozen with one (a partial sum would add the bias once per part); spatial
+// channels split; the input channels are a reduction ('+'), and the bias an
+// addend (split along the input channels, one part adds it); spatial
 // dims are numerals (splitting them needs halo exchange). A transposed
 // convolution (conv_transpose*d, or transposed=true) has weight [C, O/groups,
 // *kernel] and splits the same way with the weight's first two dims swapped.
@@ -25,20 +25,20 @@ std::vector<std::string> convRule(const ir::Graph &g, const ir::Node &n) {
   if (spatial == 0 || (!batched && in.size() + 1 != w.size()) || out.size() != in.size())
     return {};
   bool simple = intArg(n, "groups").value_or(1) == 1;
-  bool transposed = boolArg(n, "transposed").value_or(false) ||
-                    n.op.rfind("aten::conv_transpose", 0) == 0;
+  bool transposed =
+      boolArg(n, "transposed").value_or(false) || n.op.rfind("aten::conv_transpose", 0) == 0;
   bool hasBias = n.inputs.size() == 3;
   size_t lead = batched ? 1 : 0;
   Dims ins = numerals(in), ws = numerals(w), outs = numerals(out);
   if (batched)
     ins[0] = outs[0] = "n";
   if (simple) {
-    ins[lead] = ws[transposed ? 0 : 1] = hasBias ? "c^" : "c+";
+    ins[lead] = ws[transposed ? 0 : 1] = "c+";
     ws[transposed ? 1 : 0] = outs[lead] = "o";
   }
   std::vector<Dims> all{ins, ws};
   if (hasBias)
-    all.push_back(simple ? Dims{"o"} : numerals(inShape(g, n, 2)));
+    all.push_back(addendDims(simple ? Dims{"o"} : numerals(inShape(g, n, 2))));
   return single(annoStr(all, {outs}));
 }
 

@@ -5,9 +5,10 @@
 namespace nnsc::ops::rules {
 namespace {
 
-// nnScaler's linear: without a bias the contracted k may be split and the
-// output becomes a partial sum; with a bias k is frozen (a partial sum would
-// add the bias once per part).
+// linear(x [*, k], w [n, k], bias?): the contracted k is a reduction, so
+// splitting it leaves the output a partial sum. A bias ([n], [1] or 0-dim) is
+// an addend (`+`): along k it is value-split, added by one part only, which is
+// nnScaler's TransformRule for the bias and Megatron's row-parallel linear.
 std::vector<std::string> linearRule(const ir::Graph &g, const ir::Node &n) {
   if (n.inputs.size() < 2 || n.outputs.size() != 1 || inRank(g, n, 0) == 0)
     return {};
@@ -18,12 +19,13 @@ std::vector<std::string> linearRule(const ir::Graph &g, const ir::Node &n) {
   if (wRank != 2)
     return {};
   int64_t outFeatures = inShape(g, n, 1)[0];
-  std::string b = bias.empty() ? "?" : bias == ir::Shape{outFeatures} ? "n" : "";
-  if (b.empty() && bias == ir::Shape{1})
-    b = "1";
+  std::string b = bias.empty()                     ? "()"
+                  : bias == ir::Shape{outFeatures} ? "n"
+                  : bias == ir::Shape{1}           ? "1"
+                                                   : "";
   if (b.empty())
     return {};
-  return single("* k^, n k^, " + b + " -> * n");
+  return single("* k+, n k+, +" + b + " -> * n");
 }
 
 /// Batch dims of a matmul operand: its dims before the last two.
@@ -68,19 +70,20 @@ std::vector<std::string> matmulRule(const ir::Graph &g, const ir::Node &n) {
   return single(annoStr({(*dims)[0], (*dims)[1]}, {(*dims)[2]}));
 }
 
-// addmm / baddbmm / addmv: self + a @ b. As in nnScaler, k is frozen (a
-// partial sum would add self once per part).
+// addmm / baddbmm / addmv: beta * self + alpha * (a @ b). k is a reduction
+// and self an addend (linear in it): along k, one part adds self and the
+// others zeros, so the partial sums add up to the result.
 std::vector<std::string> addmmRule(const ir::Graph &g, const ir::Node &n) {
   if (n.inputs.size() != 3 || n.outputs.size() != 1)
     return {};
   const ir::Shape &out = outShape(g, n, 0);
-  auto dims = matmulDims(inShape(g, n, 1), inShape(g, n, 2), out, "k^");
+  auto dims = matmulDims(inShape(g, n, 1), inShape(g, n, 2), out, "k+");
   if (!dims)
     return {};
   auto self = broadcastDims(inShape(g, n, 0), out, (*dims)[2]);
   if (!self)
     return {};
-  return single(annoStr({*self, (*dims)[0], (*dims)[1]}, {(*dims)[2]}));
+  return single(annoStr({addendDims(*self), (*dims)[0], (*dims)[1]}, {(*dims)[2]}));
 }
 
 std::vector<std::string> outerRule(const ir::Graph &g, const ir::Node &n) {

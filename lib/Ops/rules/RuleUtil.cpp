@@ -126,6 +126,13 @@ Dims withSuffix(Dims dims, std::string_view suffix) {
 
 Dims scalarDims() { return {"()"}; }
 
+Dims addendDims(Dims dims) {
+  if (dims.empty())
+    return {"+()"};
+  dims.front().insert(0, "+");
+  return dims;
+}
+
 std::string shapeStr(const Dims &dims) {
   if (dims.empty())
     return "?";

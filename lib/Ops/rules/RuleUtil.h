@@ -60,6 +60,10 @@ bool isNumeral(std::string_view dim);
 /// list is `?`, replicate-only). See Ops/Annotation.h.
 Dims scalarDims();
 
+/// `dims` marked as an addend (Ops/Annotation.h): "+a b"; an empty list (a
+/// 0-dim tensor) gives "+()".
+Dims addendDims(Dims dims);
+
 /// "a b c", or "?" for an empty list.
 std::string shapeStr(const Dims &dims);
 /// The annotation text "in0, in1 -> out0" in OpAnno::text()'s canonical form.

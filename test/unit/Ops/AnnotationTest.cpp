@@ -76,7 +76,11 @@ TEST_CASE("every construct parses and prints back", "[annotation]") {
                          "*^ t -> 8 *^ t",
                          "-> 1",
                          "a ->",
-                         "b m k+, b k+ n -> b m n"};
+                         "b m k+, b k+ n -> b m n",
+                         "* k+, n k+, +n -> * n",
+                         "* k+, n k+, +1 -> * n",
+                         "+(), m k+, k+ n -> m n",
+                         "+a (b c), a k+, k+ (b c) -> a (b c)"};
   for (const char *text : texts) {
     OpAnno anno = parsed(text);
     CHECK(anno.text() == text);
@@ -137,6 +141,35 @@ TEST_CASE("parse errors name the problem and point at its column", "[annotation]
             .rfind("error: '()' (a 0-dim tensor) must stand alone for its whole tensor at column 1",
                    0) == 0);
   CHECK(parseError("a -> ()+").rfind("error: suffix '+' cannot follow ')' at column 8", 0) == 0);
+}
+
+TEST_CASE("an addend is a '+' directly before an input's dims", "[annotation]") {
+  OpAnno linear = parsed("* k+, n k+, +n -> * n");
+  CHECK((!linear.inputs[0].addend && !linear.inputs[1].addend && linear.inputs[2].addend));
+  CHECK(linear.inputs[2].dims[0].idents[0].name == "n");
+  CHECK(linear.inputs[2].dims[0].idents[0].column == 14);
+  CHECK(parsed("+(), k+ -> ()").inputs[0].addend);
+  CHECK(parsed("  +n , k+ n->n").text() == "+n, k+ n -> n");
+  CHECK_FALSE(parsed("a k+, +a -> a") == parsed("a k+, a -> a"));
+
+  CHECK(parseError("a k+, + a -> a") ==
+        "error: expected the dims of the addend directly after '+' at column 8\n"
+        "  a k+, + a -> a\n"
+        "         ^");
+  CHECK(parseError("a k+, +? -> a")
+            .rfind("error: an addend cannot be '?'; a 0-dim addend is '+()' at column 8\n", 0) ==
+        0);
+  CHECK(parseError("a k+, ++a -> a").rfind("error: second '+' before a tensor at column 8\n", 0) ==
+        0);
+  CHECK(parseError("a k+ -> +a")
+            .rfind("error: an addend ('+' before a tensor) is only allowed among the inputs at "
+                   "column 9\n",
+                   0) == 0);
+  CHECK(parseError("a k+, +a k+ -> a")
+            .rfind("error: the addend input 1 cannot have the reduction 'k+' at column 10\n", 0) ==
+        0);
+  CHECK(parseError("a k+, a +b -> a")
+            .rfind("error: '+' must directly follow an identifier at column 9\n", 0) == 0);
 }
 
 TEST_CASE("structural rules are enforced with the column of the offender", "[annotation]") {
@@ -273,11 +306,36 @@ TEST_CASE("linear: k is a value split, n splits the weight rows", "[annotation][
   CHECK(splitError(linear, "x", 2) == "unknown dimension 'x'; expected one of: *0, *1, k, n");
 }
 
-TEST_CASE("linear with bias: nnScaler freezes k, n also splits the bias", "[annotation][split]") {
-  BoundAnno linear = bound("* k^, n k^, n -> * n", {{8, 32}, {64, 32}, {64}});
-  CHECK(splittableIdents(linear) == Names{"*0", "n"});
-  CHECK(effect(linear, "n", 2).inputDims == Dims{-1, 0, 0});
-  CHECK(splitError(linear, "k", 2) == "dimension 'k' is frozen (^) and cannot be split");
+TEST_CASE("linear with bias: along k the bias is value-split, added by one part",
+          "[annotation][split]") {
+  BoundAnno linear = bound("* k+, n k+, +n -> * n", {{2, 8, 32}, {64, 32}, {64}});
+  CHECK(splittableIdents(linear) == Names{"*0", "*1", "k", "n"});
+
+  SplitEffect k = effect(linear, "k", 2); // row parallel: partial sums
+  CHECK((k.valueSplit && k.inputDims == Dims{2, 1, -1} && k.outputDims == Dims{-1}));
+  CHECK(k.inputValue == std::vector<bool>{false, false, true});
+  CHECK((!k.valueInput(0) && !k.valueInput(1) && k.valueInput(2) && !k.valueInput(3)));
+
+  SplitEffect n = effect(linear, "n", 2); // column parallel: the bias splits with n
+  CHECK((!n.valueSplit && n.inputDims == Dims{-1, 0, 0} && n.outputDims == Dims{2}));
+  CHECK(n.inputValue == std::vector<bool>{false, false, false});
+
+  SplitEffect batch = effect(linear, "*0", 2); // data parallel: every part adds the bias
+  CHECK((batch.inputDims == Dims{0, -1, -1} && !batch.valueInput(2)));
+  CHECK_FALSE(effect(linear, "k", 1).valueInput(2)); // one part: nothing is split
+
+  // A bias of one element broadcasts: whole along n, value-split along k.
+  BoundAnno one = bound("* k+, n k+, +1 -> * n", {{8, 32}, {64, 32}, {1}});
+  CHECK(effect(one, "k", 4).inputValue == std::vector<bool>{false, false, true});
+  CHECK(effect(one, "n", 4).inputDims == Dims{-1, 0, -1});
+  CHECK_FALSE(effect(one, "n", 4).valueInput(2));
+  BoundAnno scalar = bound("* k+, n k+, +() -> * n", {{8, 32}, {64, 32}, {}});
+  CHECK(effect(scalar, "k", 2).valueInput(2));
+
+  // nnScaler's older form freezes k instead.
+  BoundAnno frozen = bound("* k^, n k^, n -> * n", {{8, 32}, {64, 32}, {64}});
+  CHECK(splittableIdents(frozen) == Names{"*0", "n"});
+  CHECK(splitError(frozen, "k", 2) == "dimension 'k' is frozen (^) and cannot be split");
 }
 
 TEST_CASE("matmul and the chunked loss", "[annotation][split]") {

@@ -77,7 +77,14 @@ Argument i64(std::string name, int64_t v) { return arg(std::move(name), v); }
 TEST_CASE("linear and matrix products", "[ops][rules]") {
   CHECK(annotate("aten::linear", {{8, 256, 384}, {1152, 384}}, {{8, 256, 1152}}) ==
         "* k+, n k+ -> * n");
-  CHECK(annotate("aten::linear", {{8, 384}, {64, 384}, {64}}, {{8, 64}}) == "* k^, n k^, n -> * n");
+  // A bias is an addend: cut along k, one part adds it (row-parallel linear).
+  CHECK(annotate("aten::linear", {{8, 384}, {64, 384}, {64}}, {{8, 64}}) ==
+        "* k+, n k+, +n -> * n");
+  CHECK(annotate("aten::linear", {{2, 8, 384}, {64, 384}, {64}}, {{2, 8, 64}}) ==
+        "* k+, n k+, +n -> * n");
+  CHECK(annotate("aten::linear", {{8, 384}, {64, 384}, {1}}, {{8, 64}}) == "* k+, n k+, +1 -> * n");
+  CHECK(annotate("aten::linear", {{8, 384}, {64, 384}, {}}, {{8, 64}}) == "* k+, n k+, +() -> * n");
+  CHECK(annotate("aten::linear", {{8, 384}, {64, 384}, {8, 64}}, {{8, 64}}).empty());
   CHECK(annotate("aten::matmul", {{8, 6, 256, 64}, {8, 6, 64, 256}}, {{8, 6, 256, 256}}) ==
         "a b m k+, a b k+ n -> a b m n");
   CHECK(annotate("aten::matmul", {{8, 6, 256, 64}, {64, 32}}, {{8, 6, 256, 32}}) ==
@@ -89,8 +96,10 @@ TEST_CASE("linear and matrix products", "[ops][rules]") {
   CHECK(annotate("aten::mm", {{4, 8}, {8, 3}}, {{4, 3}}) == "m k+, k+ n -> m n");
   CHECK(annotate("aten::bmm", {{2, 4, 8}, {2, 8, 3}}, {{2, 4, 3}}) == "a m k+, a k+ n -> a m n");
   CHECK(annotate("aten::baddbmm", {{1, 4, 3}, {2, 4, 8}, {2, 8, 3}}, {{2, 4, 3}}) ==
-        "1 m n, a m k^, a k^ n -> a m n");
-  CHECK(annotate("aten::addmm", {{3}, {4, 8}, {8, 3}}, {{4, 3}}) == "n, m k^, k^ n -> m n");
+        "+1 m n, a m k+, a k+ n -> a m n");
+  CHECK(annotate("aten::addmm", {{3}, {4, 8}, {8, 3}}, {{4, 3}}) == "+n, m k+, k+ n -> m n");
+  CHECK(annotate("aten::addmm", {{}, {4, 8}, {8, 3}}, {{4, 3}}) == "+(), m k+, k+ n -> m n");
+  CHECK(annotate("aten::addmv", {{4}, {4, 8}, {8}}, {{4}}) == "+m, m k+, k+ -> m");
   CHECK(annotate("aten::outer", {{4}, {3}}, {{4, 3}}) == "a, b -> a b");
 }
 
@@ -273,7 +282,7 @@ TEST_CASE("norms, losses, convolutions, attention", "[ops][rules]") {
   CHECK(annotate("aten::conv2d", {{8, 3, 32, 32}, {16, 3, 3, 3}}, {{8, 16, 30, 30}}) ==
         "n c+ 32 32, o c+ 3 3 -> n o 30 30");
   CHECK(annotate("aten::conv2d", {{8, 3, 32, 32}, {16, 3, 3, 3}, {16}}, {{8, 16, 30, 30}}) ==
-        "n c^ 32 32, o c^ 3 3, o -> n o 30 30");
+        "n c+ 32 32, o c+ 3 3, +o -> n o 30 30");
   CHECK(annotate("aten::conv1d", {{8, 4, 10}, {8, 2, 3}}, {{8, 8, 8}}, {i64("groups", 2)}) ==
         "n 4 10, 8 2 3 -> n 8 8");
   CHECK(annotate("aten::max_pool2d", {{8, 16, 32, 32}}, {{8, 16, 16, 16}}) ==

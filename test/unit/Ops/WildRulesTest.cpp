@@ -212,7 +212,8 @@ TEST_CASE("group_norm's group count follows the local channels", "[ops][localarg
 
   OneNode ss("aten::slice_scatter", {{{4, 8}}, {{4, 8}}}, {{{4, 8}}},
              {i64("dim", 1), i64("start", 0), i64("end", 8), i64("step", 1)});
-  auto cut = ops::localizeArgs(ss.graph, ss.graph.nodes()[0], ops::LocalShapes{{{4, 4}, {4, 4}}, {{4, 4}}});
+  auto cut = ops::localizeArgs(ss.graph, ss.graph.nodes()[0],
+                               ops::LocalShapes{{{4, 4}, {4, 4}}, {{4, 4}}});
   REQUIRE(cut);
   CHECK(std::get<int64_t>((*cut)[2].value) == 4); // end
 }
@@ -227,8 +228,11 @@ TEST_CASE("instance_norm, transposed convolutions", "[ops][rules][norm]") {
 
   // ConvTranspose2d(4, 6, 2, stride=2): weight [C_in, C_out, kh, kw].
   OneNode up("aten::conv_transpose2d", {{{2, 4, 4, 4}}, {{4, 6, 2, 2}}, {{6}}}, {{{2, 6, 8, 8}}});
-  CHECK(up.anno == "n c^ 4 4, c^ o 2 2, o -> n o 8 8");
+  CHECK(up.anno == "n c+ 4 4, c+ o 2 2, +o -> n o 8 8");
   CHECK(up.split(1, 1).inputDims == DimList{-1, 1, 0});
+  ops::SplitEffect channels = up.split(0, 1); // the input channels: a value split
+  CHECK((channels.valueSplit && channels.inputDims == DimList{1, 0, -1}));
+  CHECK(channels.inputValue == std::vector<bool>{false, false, true}); // the bias, once
   OneNode traced("aten::_convolution", {{{2, 4, 4, 4}}, {{4, 3, 2, 2}}}, {{{2, 3, 8, 8}}},
                  {arg("transposed", true), i64("groups", 1)});
   CHECK(traced.anno == "n c+ 4 4, c+ o 2 2 -> n o 8 8");

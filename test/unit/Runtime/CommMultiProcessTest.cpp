@@ -36,6 +36,9 @@ def all_to_all(x: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
 def split(x: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
     y = nnsc.split(x, dim=-1, group=1)
     return y, (y * c).sum()
+def value_split(x: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
+    y = nnsc.value_split(x, group=1)
+    return y, (y * c).sum()
 )";
 
 using Shape = std::vector<int64_t>;
@@ -134,6 +137,15 @@ std::vector<OpCase> opCases() {
                return weightOf(k, {2, 3});
              },
              1);
+       }},
+      // Rank 0 keeps the value, the others hold zeros; each gets its own
+      // gradient back (whole: the partial sums' gradients are).
+      {"value_split", small, small,
+       [](int, int r) {
+         return r == 0 ? valueOf(r, {2, 3}) : at::zeros({2, 3}, at::kDouble);
+       },
+       [](int, int r) {
+         return weightOf(r, {2, 3});
        }},
   };
 }
