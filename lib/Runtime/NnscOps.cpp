@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "nnsc/Runtime/Collectives.h"
+#include "nnsc/Runtime/Recompute.h"
 #include "nnsc/Runtime/RngStreams.h"
 
 namespace nnsc::rt {
@@ -186,7 +187,7 @@ at::Tensor splitOp(const at::Tensor &x, int64_t dim, int64_t group) {
 
 } // namespace
 
-void linkNnscOps() {}
+void linkNnscOps() { linkRecomputeOp(); }
 
 } // namespace nnsc::rt
 
