@@ -19,14 +19,18 @@ import torch
 import torch.nn.functional as F
 
 
-def parse_args(description, configs, default_config="default", attention=False):
+def parse_args(description, configs, default_config="default", attention=False, dropout=False):
     """The export options; `attention` adds --attention auto|sdpa|explicit (models with
-    attention: auto is F.scaled_dot_product_attention when the torch has it)."""
+    attention: auto is F.scaled_dot_product_attention when the torch has it); `dropout` adds
+    --dropout P (default: the config's)."""
     p = argparse.ArgumentParser(description=description)
     if attention:
         p.add_argument("--attention", default="auto", choices=["auto", "sdpa", "explicit"],
                        help="attention form: sdpa (F.scaled_dot_product_attention, torch 2.x), "
                             "explicit (matmul + mask + softmax) or auto (sdpa when available)")
+    if dropout:
+        p.add_argument("--dropout", type=float, default=None,
+                       help="dropout probability (default: the config's)")
     p.add_argument("--config", default=default_config, choices=sorted(configs))
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--meta", action="store_true",

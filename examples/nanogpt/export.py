@@ -1,5 +1,5 @@
 """Export the nanoGPT example: export.py --config tiny|default|gpt2 --out DIR [--meta] [--seed N] [--batch B]
-           [--attention auto|sdpa|explicit]"""
+           [--attention auto|sdpa|explicit] [--dropout P]"""
 import dataclasses
 import os
 import sys
@@ -10,9 +10,11 @@ from model import CONFIGS, GPT, input_specs  # noqa: E402
 
 
 def main():
-    args = parse_args(__doc__, CONFIGS, attention=True)
+    args = parse_args(__doc__, CONFIGS, attention=True, dropout=True)
     seed_everything(args.seed)
     cfg = dataclasses.replace(CONFIGS[args.config], attention=args.attention)
+    if args.dropout is not None:
+        cfg = dataclasses.replace(cfg, dropout=args.dropout)
     model = GPT(cfg, device="meta" if args.meta else None)
     export(model, input_specs(cfg, args.batch), args)
 

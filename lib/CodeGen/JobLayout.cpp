@@ -9,6 +9,7 @@
 #include "LayoutParts.h"
 #include "nnsc/CodeGen/RankLayout.h"
 #include "nnsc/Ops/KernelWrites.h"
+#include "nnsc/Plan/Recompute.h"
 
 namespace nnsc::codegen {
 
@@ -122,6 +123,12 @@ Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan) {
   if (job.worldSize < 1 || job.worldSize % job.planNgpus != 0)
     return errorf("error: runtime_ngpus {} is not a positive multiple of plan_ngpus {}",
                   plan.runtime_ngpus(), plan.plan_ngpus());
+  for (const proto::NodePlan &np : plan.nodes()) {
+    job.recomputeOfNode.push_back(np.recompute_group());
+    while (np.recompute_group() >= static_cast<int>(job.recomputeGroups.size()))
+      job.recomputeGroups.push_back(
+          plan::describeRecomputeGroup(graph, plan, static_cast<int>(job.recomputeGroups.size())));
+  }
   GroupNumbering numbering(job);
   if (job.planNgpus == 1) {
     numbering.add(numbering.reducerRanks({0})); // group 0: the data-parallel group

@@ -31,6 +31,9 @@ std::vector<int> bufferHolders(const transform::PartitionedGraph &pg, int64_t te
 /// ascending group order).
 void addBufferSync(RankLayout &layout, int group, const std::string &shard);
 
+/// The recompute group of node `node` (-1: none).
+int recomputeGroupOf(const JobLayout &job, int64_t node);
+
 /// The groups of `job` that contain `rank`, ascending ids.
 std::vector<CommGroupSpec> groupsOfRank(const JobLayout &job, int rank);
 

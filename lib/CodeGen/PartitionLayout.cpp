@@ -68,6 +68,7 @@ public:
     layout_.lossOutput = graph_.lossOutput;
     addLoss();
     layout_.groups = groupsOfRank(job_, layout_.rank);
+    layout_.recomputeGroups = job_.recomputeGroups;
     NNSC_RETURN_IF_ERROR(addReducers());
     NNSC_RETURN_IF_ERROR(addBufferSyncs());
     return std::move(layout_);
@@ -87,6 +88,7 @@ private:
     step.args = args.take();
     step.inputAdapters = part->inputAdapters;
     step.rngPiece = randomPiece(*part);
+    step.recomputeGroup = recomputeGroupOf(job_, id);
     layout_.nodes.push_back(id);
     layout_.steps.push_back(std::move(step));
     return Status::ok();

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "Literals.h"
+#include "RecomputeRuns.h"
 
 namespace nnsc::codegen {
 
@@ -243,12 +244,27 @@ Status ProgramWriter::writeReturn() {
   return Status::ok();
 }
 
+// Takes what has been written since the last take.
+std::string ProgramWriter::take() {
+  std::string text = os_.str();
+  os_.str("");
+  os_.clear();
+  return text;
+}
+
 Expected<std::string> ProgramWriter::write() {
   if (layout_.outputs.empty())
     return errorf("error: the graph returns nothing; a program needs at least one output");
+  ProgramPieces pieces;
   writeHeader();
   writeSignature();
   writeInputPieces();
+  pieces.head = take();
+  for (const ShardSpec &s : layout_.shards)
+    pieces.params.push_back(s.localName);
+  for (const InputSpec &in : layout_.inputs)
+    pieces.params.push_back(in.localName);
+  std::vector<RecomputeRun> runs = findRecomputeRuns(layout_);
   // The buffer block starts at the adapters that only feed buffer writes.
   size_t block = layout_.steps.size();
   while (block > 0 && layout_.steps[block - 1].kind != RankStep::Node)
@@ -257,6 +273,10 @@ Expected<std::string> ProgramWriter::write() {
                             [](const RankStep &s) { return s.kind == RankStep::StateWrite; });
   for (size_t i = 0; i < layout_.steps.size(); ++i) {
     const RankStep &step = layout_.steps[i];
+    // A recompute function starts and ends with its own module comments.
+    for (const RecomputeRun &run : runs)
+      if (run.begin == i || run.end == i)
+        groupModule_.clear();
     if (writes && i == block)
       os_ << "\n    # buffers the forward updated take their new values in place\n";
     if (step.kind == RankStep::Adapter)
@@ -265,11 +285,13 @@ Expected<std::string> ProgramWriter::write() {
       NNSC_RETURN_IF_ERROR(writeStateWrite(step));
     else
       NNSC_RETURN_IF_ERROR(writeNode(graph_.nodes()[static_cast<size_t>(step.node)], step));
+    pieces.steps.push_back(take());
   }
   if (!groupModule_.empty())
     os_ << "\n";
   NNSC_RETURN_IF_ERROR(writeReturn());
-  return os_.str();
+  pieces.tail = take();
+  return assembleRecompute(pieces, runs, layout_);
 }
 
 Expected<std::string> emitProgram(const ir::Graph &graph, const RankLayout &layout,

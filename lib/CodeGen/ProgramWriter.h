@@ -26,6 +26,7 @@ private:
   Status writeAdapter(const RankStep &step);
   Status writeStateWrite(const RankStep &step);
   Status writeReturn();
+  std::string take();
 
   // ProgramArgs.cpp: one call's argument list.
   Expected<std::string> callArgs(const ir::Node &node, std::vector<std::string> &notes);

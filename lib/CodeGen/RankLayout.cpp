@@ -39,7 +39,7 @@ bool isReservedName(const std::string &name) {
   static const std::set<std::string> names = {"torch",  "nnsc",  "device", "Tensor",
                                               "Device", "Tuple", "List",   "float",
                                               "int",    "bool",  "str",    "annotate"};
-  static const std::regex generated("[ptcra][0-9]+(_[0-9]+)?");
+  static const std::regex generated("(rc|[ptcra])[0-9]+(_[0-9]+)?");
   return names.count(name) || std::regex_match(name, generated);
 }
 
@@ -103,6 +103,11 @@ std::vector<CommGroupSpec> groupsOfRank(const JobLayout &job, int rank) {
   return mine;
 }
 
+int recomputeGroupOf(const JobLayout &job, int64_t node) {
+  auto i = static_cast<size_t>(node);
+  return i < job.recomputeOfNode.size() ? job.recomputeOfNode[i] : -1;
+}
+
 void addBufferSync(RankLayout &layout, int group, const std::string &shard) {
   auto &syncs = layout.bufferSyncs;
   auto it = std::find_if(syncs.begin(), syncs.end(),
@@ -144,6 +149,7 @@ RankLayout layoutWholeRank(const ir::Graph &graph, const JobLayout &job, int ran
     step.node = node.id;
     step.args = node.args;
     step.inputAdapters.assign(node.inputs.size(), -1);
+    step.recomputeGroup = recomputeGroupOf(job, node.id);
     layout.steps.push_back(std::move(step));
   }
   for (const ir::StateUpdate &u : graph.stateUpdates) {
@@ -158,6 +164,7 @@ RankLayout layoutWholeRank(const ir::Graph &graph, const JobLayout &job, int ran
   layout.outputs = graph.outputs;
   layout.lossOutput = graph.lossOutput;
   layout.groups = groupsOfRank(job, rank);
+  layout.recomputeGroups = job.recomputeGroups;
   addWholeReducer(graph, layout);
   std::vector<bool> written = ops::writtenBuffers(graph);
   if (job.dpSize > 1) // every copy holds every buffer whole

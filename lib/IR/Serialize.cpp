@@ -116,6 +116,11 @@ void nodeToProto(const Node &n, proto::Node &p) {
     p.add_annotations(s);
   p.set_module_path(n.modulePath);
   p.set_module_class(n.moduleClass);
+  for (const ModuleFrame &f : n.moduleStack) {
+    auto *pf = p.add_module_stack();
+    pf->set_path(f.path);
+    pf->set_class_name(f.cls);
+  }
   p.mutable_loc()->set_file(n.loc.file);
   p.mutable_loc()->set_line(n.loc.line);
   p.mutable_loc()->set_col(n.loc.col);
@@ -132,6 +137,8 @@ Node nodeFromProto(const proto::Node &p) {
   n.annotations.assign(p.annotations().begin(), p.annotations().end());
   n.modulePath = p.module_path();
   n.moduleClass = p.module_class();
+  for (const auto &f : p.module_stack())
+    n.moduleStack.push_back({f.path(), f.class_name()});
   n.loc = {p.loc().file(), p.loc().line(), p.loc().col()};
   return n;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "nnsc/IR/Printer.h"
+#include "nnsc/Plan/Recompute.h"
 
 namespace nnsc::plan {
 
@@ -62,6 +63,12 @@ Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &option
   plan->set_graph(options.graphPath);
   plan->set_graph_fingerprint(graphFingerprint(graph));
   plan->set_micro_batches(options.microBatches);
+  if (!options.recomputeModules.empty()) {
+    RecomputeSelector classes;
+    classes.kind = RecomputeSelector::ModuleClass;
+    classes.patterns = options.recomputeModules;
+    NNSC_RETURN_IF_ERROR(assignRecomputeGroups(graph, {classes}, *plan));
+  }
   Status st = validatePlan(*plan, graph);
   if (!st)
     return Status::internal(

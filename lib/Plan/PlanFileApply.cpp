@@ -121,6 +121,7 @@ Expected<proto::Plan> PlanFileApplier::run() {
     if (matched_[i] == 0)
       return errorAt(file_.rules[i],
                      fmt::format("rule matched no node: {}", file_.rules[i].selectorText()));
+  NNSC_RETURN_IF_ERROR(assignRecomputeGroups(graph_, file_.recompute, plan_, file_.text));
   return plan_;
 }
 

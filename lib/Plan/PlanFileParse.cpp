@@ -36,6 +36,8 @@ private:
   Status readStrings(const YAML::Node &n, std::vector<std::string> &out, const char *what) const;
   Status readPartition(const YAML::Node &n, PlanRule &rule) const;
   Status readPartitionMap(const YAML::Node &n, PlanRule &rule) const;
+  Status readRecompute(const YAML::Node &n);
+  Status readRecomputeEntry(const YAML::Node &n);
 
   PlanFile file_;
 };
@@ -87,7 +89,10 @@ Expected<int64_t> PlanFileReader::readInt(const YAML::Node &n, const char *what,
 }
 
 Status PlanFileReader::readTop(const YAML::Node &root) {
-  NNSC_RETURN_IF_ERROR(checkKeys(root, {"plan_ngpus", "default", "rules"}, "the plan file"));
+  NNSC_RETURN_IF_ERROR(
+      checkKeys(root, {"plan_ngpus", "default", "rules", "recompute"}, "the plan file"));
+  if (const YAML::Node n = root["recompute"])
+    NNSC_RETURN_IF_ERROR(readRecompute(n));
   if (const YAML::Node n = root["plan_ngpus"]) {
     auto v = readInt(n, "plan_ngpus", 1);
     if (!v)
@@ -103,6 +108,42 @@ Status PlanFileReader::readTop(const YAML::Node &root) {
     return errorAt(rules, "'rules' must be a list of rules");
   for (const YAML::Node &r : rules)
     NNSC_RETURN_IF_ERROR(readRule(r));
+  return Status::ok();
+}
+
+Status PlanFileReader::readRecompute(const YAML::Node &n) {
+  if (!n.IsSequence())
+    return errorAt(n, "'recompute' must be a list of module path globs or maps {module: GLOBS}, "
+                      "{class: NAMES}, {node: IDS}");
+  for (const YAML::Node &entry : n)
+    NNSC_RETURN_IF_ERROR(readRecomputeEntry(entry));
+  return Status::ok();
+}
+
+Status PlanFileReader::readRecomputeEntry(const YAML::Node &n) {
+  RecomputeSelector s;
+  s.pos = posOf(n);
+  if (n.IsScalar()) {
+    s.patterns.push_back(n.Scalar());
+    file_.recompute.push_back(std::move(s));
+    return Status::ok();
+  }
+  if (!n.IsMap() || n.size() != 1)
+    return errorAt(n, "a recompute entry is a module path glob or a map with one key: module, "
+                      "class or node");
+  NNSC_RETURN_IF_ERROR(checkKeys(n, {"module", "class", "node"}, "a recompute entry"));
+  if (n["module"]) {
+    NNSC_RETURN_IF_ERROR(readStrings(n["module"], s.patterns, "module"));
+  } else if (n["class"]) {
+    s.kind = RecomputeSelector::ModuleClass;
+    NNSC_RETURN_IF_ERROR(readStrings(n["class"], s.patterns, "class"));
+  } else {
+    s.kind = RecomputeSelector::Nodes;
+    PlanRule ids; // node lists read as a rule's selector
+    NNSC_RETURN_IF_ERROR(readSelectors(n, ids));
+    s.nodes = ids.nodes;
+  }
+  file_.recompute.push_back(std::move(s));
   return Status::ok();
 }
 

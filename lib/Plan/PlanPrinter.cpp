@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "nnsc/Plan/Memory.h"
+#include "nnsc/Plan/Recompute.h"
 
 namespace nnsc::plan {
 
@@ -39,6 +40,13 @@ void printSummary(const proto::Plan &plan, const ir::Graph &graph, std::ostream 
     os << fmt::format("  schedule {}\n", plan.schedule());
   for (const proto::Stage &s : plan.stages())
     os << fmt::format("  stage {}: devices [{}]\n", s.id(), fmt::join(s.devices(), ", "));
+  int groups = 0;
+  for (const proto::NodePlan &np : plan.nodes())
+    groups = std::max(groups, np.recompute_group() + 1);
+  if (groups > 0)
+    os << fmt::format("  recompute {}:\n", plural(groups, "group", "groups"));
+  for (int g = 0; g < groups; ++g)
+    os << fmt::format("    group {}: {}\n", g, describeRecomputeGroup(graph, plan, g));
 }
 
 void printMemory(const proto::Plan &plan, const ir::Graph &graph, std::ostream &os) {

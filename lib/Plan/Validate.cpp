@@ -57,6 +57,9 @@ Status checkNode(const proto::Plan &plan, const ir::Graph &graph, const proto::N
   if (!stageIds.count(np.stage()))
     return errorf("node {} ({}) is in stage {}, which the plan does not declare", node.id, node.op,
                   np.stage());
+  if (np.recompute_group() < -1)
+    return errorf("node {} ({}) is in recompute group {}; expected -1 (none) or a group id",
+                  node.id, node.op, np.recompute_group());
   auto effect = nodeSplitEffect(graph, node, np);
   if (!effect)
     return effect.status().withContext(describeNode(node));

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "nnsc/Runtime/Collectives.h"
+#include "nnsc/Runtime/Recompute.h"
 #include "nnsc/Runtime/RngStreams.h"
 
 namespace nnsc::rt {
@@ -204,7 +205,7 @@ at::Tensor valueSplitOp(const at::Tensor &x, int64_t group) {
 
 } // namespace
 
-void linkNnscOps() {}
+void linkNnscOps() { linkRecomputeOp(); }
 
 } // namespace nnsc::rt
 

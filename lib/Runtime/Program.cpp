@@ -184,7 +184,25 @@ void flatten(const c10::IValue &value, std::vector<at::Tensor> &out) {
                              ", expected tensors, numbers, None, tuples or lists of them");
 }
 
+thread_local const Program *currentProgram = nullptr;
+
+// Makes `program` current for the scope of one run().
+class CurrentProgram {
+public:
+  explicit CurrentProgram(const Program *program) : outer_(currentProgram) {
+    currentProgram = program;
+  }
+  ~CurrentProgram() { currentProgram = outer_; }
+  CurrentProgram(const CurrentProgram &) = delete;
+  CurrentProgram &operator=(const CurrentProgram &) = delete;
+
+private:
+  const Program *outer_;
+};
+
 } // namespace
+
+const Program *Program::current() { return currentProgram; }
 
 Expected<Program> Program::compile(const std::string &source, const std::string &fileName) {
   linkNnscOps();
@@ -257,6 +275,7 @@ Expected<std::vector<at::Tensor>> Program::run(const std::string &function,
                                                std::vector<c10::IValue> args) const {
   if (!hasFunction(function))
     return missing(function);
+  CurrentProgram scope(this);
   try {
     c10::IValue result = unit_->get_function(function)(std::move(args));
     std::vector<at::Tensor> outputs;

@@ -103,3 +103,27 @@ void rngJoin() {
 }
 
 } // namespace nnsc::rt
+
+namespace nnsc::rt {
+
+RngSnapshot rngSnapshot() {
+  Streams &s = streams();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  TORCH_CHECK(!s.kept, fmt::format("nnsc.recompute: a segment starts while the fork of node {} "
+                                   "piece {} is open",
+                                   s.node, s.piece));
+  at::Generator gen = generatorOf(s.device);
+  return {stateOf(gen), s.forward};
+}
+
+void rngRestore(const RngSnapshot &snapshot) {
+  Streams &s = streams();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  TORCH_CHECK(!s.kept, "nnsc.recompute: cannot restore the random state while a fork is open");
+  at::Generator gen = generatorOf(s.device);
+  std::lock_guard<std::mutex> genLock(gen.mutex());
+  gen.set_state(snapshot.state);
+  s.forward = snapshot.forward;
+}
+
+} // namespace nnsc::rt

@@ -67,6 +67,7 @@ std::vector<int64_t> GraphExecutor::recordSyntheticNode(ir::Node n, const ir::No
                                                         const std::vector<int64_t> &outputsLike) {
   n.modulePath = site.modulePath;
   n.moduleClass = site.moduleClass;
+  n.moduleStack = site.moduleStack;
   n.loc = site.loc;
   n.outputs.clear();
   for (int64_t like : outputsLike) {

@@ -94,6 +94,7 @@ void describeModule(const torch::jit::Node *node, const ModuleIndex &index, ir::
     joined += (joined.empty() ? "" : ".") + info->instance_name();
     auto it = index.pathOfType.find(qualified);
     out.modulePath = it != index.pathOfType.end() ? it->second : joined;
+    out.moduleStack.push_back({out.modulePath, out.moduleClass});
   }
 }
 

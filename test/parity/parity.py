@@ -3,7 +3,8 @@
 parity.py --example nanogpt|mlp|llama|sdpa|batchnorm|ZOO --dp 2 [--accum 2] [--steps 20]
           [--buffers broadcast|average]
           [--policy dp|tp|data|file [--tp T] [--plan-file F]]
-          [--attention explicit|sdpa|auto] [--trace-device meta|cpu] --bin BUILD/bin --work DIR
+          [--attention explicit|sdpa|auto] [--trace-device meta|cpu]
+          [--recompute-modules CLASS,...] [--dropout P] --bin BUILD/bin --work DIR
 
 export (tiny config, dropout 0) → nnsc-trace → nnsc-plan (policy; plans of
 --tp devices per copy, --dp copies: tp x dp ranks) → nnsc-codegen →
@@ -308,6 +309,11 @@ def main():
                     help="attention form of nanogpt and llama (export.py --attention)")
     ap.add_argument("--trace-device", choices=["meta", "cpu"],
                     help="nnsc-trace --device (default: nnsc-trace's own)")
+    ap.add_argument("--recompute-modules",
+                    help="nnsc-plan --recompute-modules: module classes recomputed in backward")
+    ap.add_argument("--dropout", type=float,
+                    help="nanogpt: export with this dropout (the reference draws the same masks "
+                         "only with one copy, --dp 1 --tp 1: see docs/recompute.md)")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
@@ -321,6 +327,8 @@ def main():
     export = [PY, export_script(args.example), "--config", "tiny", "--out", f"{work}/model"]
     if args.example in ("nanogpt", "llama"):
         export += ["--attention", args.attention]
+    if args.dropout is not None:
+        export += ["--dropout", str(args.dropout)]
     run(export)
     data = prepare_data(args, work, b)
     trace = [f"{b}/nnsc-trace", f"{work}/model/model.pt", "--inputs", f"{work}/model/inputs.yaml",
@@ -335,6 +343,8 @@ def main():
         plan += ["--plan-ngpus", str(args.tp)]
     if args.policy == "file":
         plan += ["--plan-file", args.plan_file]
+    if args.recompute_modules:
+        plan += ["--recompute-modules", args.recompute_modules]
     run(plan)
     run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{work}/plan.pb", "-o", f"{work}/program"])
     write_config(f"{work}/train.yaml", args, f"{work}/program", data, f"{work}/run")
@@ -351,7 +361,37 @@ def main():
     ok = compare(args, work, pending_buffers(args, work, b, final))
     if args.check_resume:
         ok = check_resume(work, b, ngpus) and ok
+    if args.recompute_modules:
+        ok = check_without_recompute(work, b, ngpus, plan) and ok
     sys.exit(0 if ok else 1)
+
+
+def check_without_recompute(work, b, ngpus, plan):
+    """Plans, generates and trains again without --recompute-modules: recompute changes when
+    activations are computed, not what, so every loss and the merged state must be equal bit
+    for bit."""
+    plain = list(plan)
+    cut = plain.index("--recompute-modules")
+    del plain[cut:cut + 2]
+    plain[plain.index("-o") + 1] = f"{work}/plain.pb"
+    run(plain)
+    run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{work}/plain.pb", "-o",
+         f"{work}/plain-program"])
+    import yaml
+    cfg = yaml.safe_load(open(f"{work}/train.yaml"))
+    cfg["program"], cfg["run_dir"] = f"{work}/plain-program", f"{work}/plain-run"
+    with open(f"{work}/plain.yaml", "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+    run([f"{b}/nnsc-run", f"{work}/plain.yaml", "--nproc-per-node", str(ngpus)])
+    run([f"{b}/nnsc-merge-ckpt", f"{work}/plain-run", "-o", f"{work}/plain.pt"])
+    losses = lambda d: [r.get("loss") for r in map(json.loads, open(f"{d}/metrics.jsonl"))]
+    same_losses = losses(f"{work}/run") == losses(f"{work}/plain-run")
+    a = torch.load(f"{work}/merged.pt", weights_only=True)
+    c = torch.load(f"{work}/plain.pt", weights_only=True)
+    differ = [k for k in a if k not in c or not torch.equal(a[k], c[k])]
+    print(f"without recompute: losses {'equal' if same_losses else 'DIFFER'}; {len(a)} merged "
+          f"tensors {'equal' if not differ else f'differ: {differ[:3]}'} (bit for bit)")
+    return same_losses and not differ
 
 
 def check_resume(work, b, ngpus):

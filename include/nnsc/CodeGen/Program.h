@@ -16,6 +16,9 @@
 /// source compiles with torch::jit::CompilationUnit::define under a resolver
 /// that maps `torch` to the aten builtins (and `ns` to that namespace), or in
 /// Python with torch.jit.CompilationUnit and `torch` bound to torch.ops.aten.
+/// Recompute groups (docs/recompute.md) follow `forward` as functions of
+/// their own, `def recompute_3(t19: Tensor, p2: Tensor, ..., device: Device)
+/// -> List[Tensor]`, called as `nnsc.recompute("recompute_3", [...], device)`.
 
 #include <string>
 

@@ -89,6 +89,10 @@ struct RankStep {
   // pieces (replicas of a piece share it); -1 when the node is not split. The
   // program draws the piece from a stream of its own (docs/randomness.md).
   int rngPiece = -1;
+  // The node's recompute group (plan NodePlan.recompute_group), -1: none. The
+  // program runs each contiguous run of a group's steps as a function of its
+  // own through nnsc.recompute (docs/recompute.md).
+  int recomputeGroup = -1;
   // Adapter: the calls that move `tensor` from its producer's layout to its
   // readers' (`description` says both).
   int adapter = -1;
@@ -135,6 +139,8 @@ struct RankLayout {
   std::vector<CommGroupSpec> groups; ///< the groups this rank is in, by id
   std::vector<ReducerSpec> reducers;
   std::vector<BufferSyncSpec> bufferSyncs; ///< one per group, ascending group id
+  /// Per recompute group id, what it is ("transformer.h.0 (Block)").
+  std::vector<std::string> recomputeGroups;
 };
 
 /// What every rank of a job shares: the partitioned graph (plans spanning
@@ -146,6 +152,9 @@ struct JobLayout {
   /// 1), which run every node whole.
   std::optional<transform::PartitionedGraph> partition;
   std::vector<CommGroupSpec> groups; ///< id = index
+  /// Per node id, its recompute group (-1: none); per group id, what it is.
+  std::vector<int> recomputeOfNode;
+  std::vector<std::string> recomputeGroups;
 
   /// The id of the group with exactly these ranks (ascending), or -1.
   int groupId(const std::vector<int> &ranks) const;

@@ -52,6 +52,12 @@ using ArgValue = std::variant<NoneValue, bool, int64_t, double, std::string, std
                               std::vector<double>, std::vector<bool>, DType, DeviceValue, TensorRef,
                               TensorListRef>;
 
+/// One enclosing module call of a node: the instance's path and class.
+struct ModuleFrame {
+  std::string path; ///< "transformer.h.3"
+  std::string cls;  ///< "Block"
+};
+
 struct Argument {
   std::string name;
   ArgValue value;
@@ -67,6 +73,10 @@ struct Node {
   std::vector<std::string> annotations;
   std::string modulePath;
   std::string moduleClass;
+  /// Every module call enclosing the node, outermost first; the last one is
+  /// (modulePath, moduleClass). Recompute groups select modules by class
+  /// through it. Empty in graphs traced before it was recorded.
+  std::vector<ModuleFrame> moduleStack;
   SourceLoc loc;
 
   /// The argument named `name`, or nullptr.

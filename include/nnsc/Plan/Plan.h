@@ -42,6 +42,10 @@ struct PlanOptions {
   /// this seed instead of taking the first.
   std::optional<uint64_t> seed;
   std::string planFile; ///< file policy: the user plan (YAML, docs/plan-files.md)
+  /// Module classes whose every instance is a recompute group of its own
+  /// (--recompute-modules Block,LlamaDecoderLayer; plan/Recompute.h), with
+  /// any policy. An error when none of them names a module of the graph.
+  std::vector<std::string> recomputeModules;
 };
 
 /// A policy fills in a plan for `graph`. It may assume `options` passed

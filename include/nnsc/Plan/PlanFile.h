@@ -11,6 +11,10 @@
 ///       partition: {ident: n, interleave: 3}  # {ident, num, interleave} |
 ///                                             # {input, dim, num, interleave}
 ///                                             # | replicate | follow
+///   recompute:               # optional: recompute groups (Recompute.h)
+///     - transformer.h.*      # every module instance the glob matches
+///     - {class: Block}       # every instance of the class
+///     - {node: [12, 13]}     # these nodes, one group
 ///
 /// Every selector given must match (they are and-ed; a list matches if any
 /// element does). Unknown keys, a rule without selector or partition, and
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "nnsc/IR/Graph.h"
+#include "nnsc/Plan/Recompute.h"
 #include "nnsc/Support/Diagnostic.h"
 #include "nnsc/Support/Status.h"
 #include "nnsc/plan.pb.h"
@@ -60,6 +65,9 @@ struct PlanFile {
   int planNgpus = 0; ///< 0: not given
   RuleAction defaultAction = RuleAction::Replicate;
   std::vector<PlanRule> rules;
+  /// `recompute:` recompute groups (Recompute.h): a module path glob, or a
+  /// map {module: globs} | {class: names} | {node: ids} per entry.
+  std::vector<RecomputeSelector> recompute;
 };
 
 /// Reads and checks a plan file (syntax, keys, values; not the graph).

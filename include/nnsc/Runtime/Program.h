@@ -50,6 +50,11 @@ public:
   /// Chooses the function run(args) calls; an error if it is not defined.
   Status setEntry(const std::string &function);
 
+  /// The program whose run() is executing on this thread (the innermost
+  /// one), or nullptr: how nnsc.recompute finds the group functions of the
+  /// program that calls it.
+  static const Program *current();
+
 private:
   Program() = default;
   Status missing(const std::string &function) const;

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include <ATen/core/Tensor.h>
+
 namespace nnsc::rt {
 
 /// Where the streams come from: the run's seed, this rank's data-parallel
@@ -33,6 +35,20 @@ void rngFork(int64_t node, int64_t piece);
 /// nnsc.rng_join: restores the state kept by the open fork. Throws when no
 /// fork is open.
 void rngJoin();
+
+/// What a recomputed segment must see again to draw the same values: the
+/// default generator's state on the streams' device and the forward index.
+struct RngSnapshot {
+  at::Tensor state;
+  int64_t forward = 0;
+};
+
+/// The current RngSnapshot (no fork may be open: throws otherwise).
+RngSnapshot rngSnapshot();
+
+/// Puts the generator state and forward index of `snapshot` back (no fork
+/// may be open).
+void rngRestore(const RngSnapshot &snapshot);
 
 /// The seed of piece `piece` of node `node` in forward `forward` of copy
 /// `dpRank` under run seed `seed` (a SplitMix64 chain over the five).
