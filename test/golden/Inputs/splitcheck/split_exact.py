@@ -125,8 +125,8 @@ def splittable(ins):
     names = []
     for dims in filter(None, ins):
         for dim in dims:
-            lead = dim[0]
-            if not lead[-1] in "^" and not lead.isdigit() and lead.rstrip("+") not in names:
+            lead = dim[0].lstrip("+")
+            if lead and lead[-1] != "^" and not lead.isdigit() and lead.rstrip("+") not in names:
                 names.append(lead.rstrip("+"))
     frozen = {d.rstrip("^") for dims in filter(None, ins) for dim in dims for d in dim[1:]}
     return [n for n in names if n not in frozen]
@@ -134,7 +134,7 @@ def splittable(ins):
 
 def dim_of(dims, name):
     for k, dim in enumerate(dims or []):
-        if dim[0].rstrip("+^") == name:
+        if dim[0].strip("+^") == name:
             return k
     return None
 
@@ -145,7 +145,12 @@ def check_split(fn, ins, anno, name):
     halves = [[], []]
     for t, dims in zip(ins, a_in):
         k = dim_of(dims, name)
-        parts = t.chunk(2, k) if k is not None else (t, t)
+        addend = bool(dims) and dims[0][0].startswith("+")
+        if reduce and addend:
+            # Value-split: one half adds the whole addend, the other zeros.
+            parts = (t, torch.zeros_like(t))
+        else:
+            parts = t.chunk(2, k) if k is not None else (t, t)
         for h in range(2):
             halves[h].append(parts[h])
     whole = fn(*ins)
