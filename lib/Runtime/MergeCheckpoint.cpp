@@ -237,7 +237,8 @@ void addTrainingState(const std::vector<CheckpointMeta> &metas,
     std::string key = fmt::format("nnsc/rng_state/{}", r.dpRank);
     if (out.count(key) || r.rngState.empty())
       continue;
-    at::Tensor bytes = at::empty({int64_t(r.rngState.size())}, at::TensorOptions().dtype(at::kByte));
+    at::Tensor bytes =
+        at::empty({int64_t(r.rngState.size())}, at::TensorOptions().dtype(at::kByte));
     std::memcpy(bytes.data_ptr(), r.rngState.data(), r.rngState.size());
     out[key] = bytes;
   }

@@ -35,7 +35,8 @@ std::optional<StateKey> parseKey(const std::string &key) {
 
 // The ZeRO pieces of one shard (original tensor, slice, value chunk) and
 // state field, by offset.
-using ShardKey = std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<int64_t>, int>;
+using ShardKey =
+    std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<int64_t>, int>;
 struct ZeroPieces {
   ShardInfo info;
   int rank = 0;
@@ -56,13 +57,13 @@ Expected<at::Tensor> joinPieces(const ZeroPieces &z, const std::string &field) {
     at += piece.first.numel();
   }
   if (at != numel)
-    return errorf("error: the ZeRO pieces of {} of '{}' cover {} of its shard's {} elements",
-                  field, z.info.originalName, at, numel);
+    return errorf("error: the ZeRO pieces of {} of '{}' cover {} of its shard's {} elements", field,
+                  z.info.originalName, at, numel);
   return at::cat(parts).view(z.info.shape);
 }
 
-Status addStep(std::map<std::string, at::Tensor> &steps, const ShardInfo &info,
-               const at::Tensor &v, int rank) {
+Status addStep(std::map<std::string, at::Tensor> &steps, const ShardInfo &info, const at::Tensor &v,
+               int rank) {
   auto [it, fresh] = steps.emplace(info.originalName + "/step", v);
   if (!fresh && !at::equal(it->second, v))
     return errorf("error: ranks disagree on the optimizer step count of '{}' (rank {} has {})",

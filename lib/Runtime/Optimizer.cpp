@@ -53,8 +53,8 @@ void adamUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad
   param.addcdiv_(expAvg, denom, -stepSize);
 }
 
-void sgdUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad,
-               at::Tensor &buffer, bool first, double lr) {
+void sgdUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad, at::Tensor &buffer,
+               bool first, double lr) {
   at::Tensor dp = grad;
   const double wd = config.weightDecay; // one group, as torch.optim.SGD(params)
   if (wd != 0)

@@ -140,7 +140,7 @@ Status Reducer::gatherParams() {
     for (const ZeroPiece &p : b.zero.pieces)
       own.narrow(0, p.shardOffset, p.length)
           .copy_(params_[b.members[p.member]].detach().reshape({-1}).narrow(0, p.paramOffset,
-                                                                          p.length));
+                                                                            p.length));
     std::vector<at::Tensor> outputs = b.flat.split(b.zero.shardNumel);
     b.work = group_->allGather(own, outputs);
   }

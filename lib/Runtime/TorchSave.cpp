@@ -172,7 +172,7 @@ struct PValue {
   enum Kind { None, Int, Float, Str, Tuple, Dict, Global, Tensor, Mark } kind = None;
   int64_t i = 0;
   double f = 0;
-  std::string s, s2; ///< Str; Global module and name
+  std::string s, s2;         ///< Str; Global module and name
   std::vector<PValue> items; ///< Tuple; Dict as key, value, key, value...
   at::Tensor tensor;         ///< Tensor (also a storage: 1-D)
 };

@@ -72,8 +72,8 @@ Expected<double> gradientNorm(TrainerState &s) {
     std::vector<ZeroOptimizer *> sharded;
     for (auto &z : s.zero)
       sharded.push_back(z.get());
-    return clipGradNormSharded(s.plainTrainable, s.plainReplicas, sharded, clip,
-                               s.comm->world(), s.layout.dpSize);
+    return clipGradNormSharded(s.plainTrainable, s.plainReplicas, sharded, clip, s.comm->world(),
+                               s.layout.dpSize);
   }
   GradNormScope scope;
   scope.dpSize = s.layout.dpSize;

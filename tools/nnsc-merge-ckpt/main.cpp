@@ -35,9 +35,9 @@ int toolMain(int argc, char **argv) {
             << " tied aliases) from " << result->ranks << " ranks of " << result->source << " into "
             << opts.output << '\n';
   if (!result->optimizerOutput.empty())
-    std::cout << "wrote the optimizer state of step " << result->optimizer["nnsc/step"].item<int64_t>()
-              << " (" << result->optimizer.size() << " tensors) into " << result->optimizerOutput
-              << '\n';
+    std::cout << "wrote the optimizer state of step "
+              << result->optimizer["nnsc/step"].item<int64_t>() << " (" << result->optimizer.size()
+              << " tensors) into " << result->optimizerOutput << '\n';
   return 0;
 }
 

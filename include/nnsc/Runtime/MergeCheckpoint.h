@@ -36,7 +36,7 @@ struct MergeOptions {
   /// A checkpoint directory (step-<N>), a run directory (its newest complete
   /// checkpoint), or with fromProgram a program directory.
   std::string input;
-  std::string output;       ///< the merged file (merged.pt); empty: do not write one
+  std::string output; ///< the merged file (merged.pt); empty: do not write one
   /// Where the optimizer and training state go; empty: optimizerFileOf(output).
   std::string optimizerOutput;
   std::string manifests;    ///< optional program directory: shard tables from rank{r}.pb

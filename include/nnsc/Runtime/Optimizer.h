@@ -34,8 +34,8 @@ void adamUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad
                 bool decoupled);
 /// SGD; `buffer` is the momentum buffer, `first` whether this is its first
 /// step (then it becomes a copy of the grad).
-void sgdUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad,
-               at::Tensor &buffer, bool first, double lr);
+void sgdUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad, at::Tensor &buffer,
+               bool first, double lr);
 
 /// One trainable tensor: its (unique) name, the leaf, and whether Adam(W)'s
 /// weight decay applies (the full tensor has >= 2 dims; SGD ignores it).

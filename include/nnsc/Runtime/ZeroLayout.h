@@ -18,17 +18,17 @@ namespace nnsc::rt {
 
 /// The part of one bucket member that a rank owns.
 struct ZeroPiece {
-  size_t member = 0;         ///< index into the bucket's members
-  int64_t paramOffset = 0;   ///< first owned element, in the member's flattened elements
-  int64_t length = 0;        ///< owned elements
-  int64_t shardOffset = 0;   ///< where they sit in the rank's shard [0, S)
+  size_t member = 0;       ///< index into the bucket's members
+  int64_t paramOffset = 0; ///< first owned element, in the member's flattened elements
+  int64_t length = 0;      ///< owned elements
+  int64_t shardOffset = 0; ///< where they sit in the rank's shard [0, S)
 };
 
 struct ZeroBucketLayout {
-  int64_t numel = 0;      ///< the members' elements together
-  int64_t padded = 0;     ///< numel rounded up to a multiple of the group size
-  int64_t shardNumel = 0; ///< S = padded / group size
-  int64_t shardBegin = 0; ///< the owned range's start in the flat buffer, rank * S
+  int64_t numel = 0;             ///< the members' elements together
+  int64_t padded = 0;            ///< numel rounded up to a multiple of the group size
+  int64_t shardNumel = 0;        ///< S = padded / group size
+  int64_t shardBegin = 0;        ///< the owned range's start in the flat buffer, rank * S
   std::vector<ZeroPiece> pieces; ///< owned parts, in flat order
 };
 
