@@ -120,6 +120,7 @@ Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan) {
   job.planNgpus = std::max(1, plan.plan_ngpus());
   job.worldSize = plan.runtime_ngpus();
   job.dpSize = job.worldSize / job.planNgpus;
+  job.zero = plan.zero();
   if (job.worldSize < 1 || job.worldSize % job.planNgpus != 0)
     return errorf("error: runtime_ngpus {} is not a positive multiple of plan_ngpus {}",
                   plan.runtime_ngpus(), plan.plan_ngpus());

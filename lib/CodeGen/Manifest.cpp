@@ -100,6 +100,7 @@ proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layo
   m.set_plan_ngpus(layout.planNgpus);
   m.set_dp_size(layout.dpSize);
   m.set_dp_rank(layout.dpRank);
+  m.set_zero(layout.zero);
   m.set_program(fmt::format("rank{}.py", layout.rank));
   m.set_entry(kEntryName);
   if (options.weightsWritten)

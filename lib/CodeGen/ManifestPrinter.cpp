@@ -55,6 +55,8 @@ void printManifest(const proto::RankManifest &m, std::ostream &os) {
   os << fmt::format("  outputs {}, loss output {}, loss scale {}, loss replicas {}\n",
                     m.num_outputs(), m.loss_output(), m.loss_scale(),
                     std::max(1, m.loss_replicas()));
+  if (m.zero() > 0)
+    os << fmt::format("  zero {}: optimizer states sharded over each reducer's group\n", m.zero());
   for (const proto::ProgramInput &in : m.inputs())
     os << fmt::format("input  {}: {} of [{}] batch dim {}\n", in.name(),
                       typeText(in.dtype(), in.shape()), fmt::join(in.full_shape(), ", "),

@@ -93,6 +93,7 @@ void placeRank(const JobLayout &job, int rank, RankLayout &layout) {
   layout.planDevice = rank % job.planNgpus;
   layout.dpSize = job.dpSize;
   layout.dpRank = rank / job.planNgpus;
+  layout.zero = job.zero;
 }
 
 std::vector<CommGroupSpec> groupsOfRank(const JobLayout &job, int rank) {

@@ -35,6 +35,10 @@ Status checkOptions(const PlanOptions &options) {
     return errorf("error: policy 'file' needs --plan-file PLAN.yaml");
   if (!options.planFile.empty() && options.policy != "file")
     return errorf("error: --plan-file needs --policy file (got --policy {})", options.policy);
+  if (options.zero < -1 || options.zero > kMaxZeroStage)
+    return errorf("error: unsupported --zero {}; expected 0 (off) or 1 (optimizer states sharded "
+                  "over the data-parallel copies)",
+                  options.zero);
   if (options.microBatches <= 0 || options.microBatches > kMaxMicroBatches)
     return errorf("error: impossible --micro-batches {}; expected 1 to {}", options.microBatches,
                   kMaxMicroBatches);
@@ -69,6 +73,8 @@ Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &option
     classes.patterns = options.recomputeModules;
     NNSC_RETURN_IF_ERROR(assignRecomputeGroups(graph, {classes}, *plan));
   }
+  if (options.zero >= 0) // a plan file's own `zero` was checked against it
+    plan->set_zero(options.zero);
   Status st = validatePlan(*plan, graph);
   if (!st)
     return Status::internal(

@@ -182,7 +182,13 @@ Expected<proto::Plan> makeFromPlanFile(const ir::Graph &graph, const PlanOptions
   if (options.runtimeNgpus % n != 0)
     return errorf("error: --runtime-ngpus {} is not a multiple of plan_ngpus {} ({})",
                   options.runtimeNgpus, n, options.planFile);
-  return applyPlanFile(graph, *file, n, options.runtimeNgpus);
+  if (options.zero >= 0 && file->zero >= 0 && options.zero != file->zero)
+    return errorf("error: --zero {} disagrees with zero {} in {}", options.zero, file->zero,
+                  options.planFile);
+  auto plan = applyPlanFile(graph, *file, n, options.runtimeNgpus);
+  if (plan && file->zero >= 0)
+    plan->set_zero(file->zero);
+  return plan;
 }
 
 } // namespace nnsc::plan

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "nnsc/Plan/Plan.h"
 #include "nnsc/Plan/PlanFile.h"
 #include "nnsc/Support/File.h"
 
@@ -90,7 +91,7 @@ Expected<int64_t> PlanFileReader::readInt(const YAML::Node &n, const char *what,
 
 Status PlanFileReader::readTop(const YAML::Node &root) {
   NNSC_RETURN_IF_ERROR(
-      checkKeys(root, {"plan_ngpus", "default", "rules", "recompute"}, "the plan file"));
+      checkKeys(root, {"plan_ngpus", "default", "rules", "recompute", "zero"}, "the plan file"));
   if (const YAML::Node n = root["recompute"])
     NNSC_RETURN_IF_ERROR(readRecompute(n));
   if (const YAML::Node n = root["plan_ngpus"]) {
@@ -98,6 +99,16 @@ Status PlanFileReader::readTop(const YAML::Node &root) {
     if (!v)
       return v.status();
     file_.planNgpus = static_cast<int>(*v);
+  }
+  if (const YAML::Node n = root["zero"]) {
+    auto v = readInt(n, "zero", 0);
+    if (!v)
+      return v.status();
+    if (*v > kMaxZeroStage)
+      return errorAt(n, fmt::format("unsupported zero {}; expected 0 (off) or 1 (optimizer "
+                                    "states sharded over the data-parallel copies)",
+                                    *v));
+    file_.zero = static_cast<int>(*v);
   }
   if (const YAML::Node n = root["default"])
     NNSC_RETURN_IF_ERROR(readDefault(n));

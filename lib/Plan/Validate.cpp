@@ -20,6 +20,9 @@ Status checkPlanEnvelope(const proto::Plan &plan) {
                   plan.runtime_ngpus(), plan.plan_ngpus());
   if (plan.micro_batches() <= 0)
     return errorf("micro_batches is {}; expected a positive number", plan.micro_batches());
+  if (plan.zero() < 0 || plan.zero() > kMaxZeroStage)
+    return errorf("zero is {}; this build implements ZeRO stages 0 to {}", plan.zero(),
+                  kMaxZeroStage);
   return Status::ok();
 }
 

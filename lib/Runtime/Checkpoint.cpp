@@ -49,6 +49,7 @@ nlohmann::json metaToJson(const CheckpointMeta &m) {
           {"dp_size", m.dpSize},
           {"dp_rank", m.dpRank},
           {"plan_ngpus", m.planNgpus},
+          {"zero", m.zero},
           {"model_name", m.modelName},
           {"shards", shardsToJson(m.shards)}};
 }
@@ -69,6 +70,7 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
     m.dpRank = j.at("dp_rank").get<int>();
     m.planNgpus = j.at("plan_ngpus").get<int>();
     m.modelName = j.value("model_name", "");
+    m.zero = j.value("zero", 0);
   } catch (const nlohmann::json::exception &ex) {
     return errorf("{}: error: bad checkpoint metadata: {}", file, ex.what());
   }

@@ -68,6 +68,11 @@ std::vector<int64_t> listCheckpoints(const std::string &runDir, bool includeInco
   return steps;
 }
 
+bool isMergedCheckpointFile(const std::string &resume) {
+  std::error_code ec;
+  return resume != "auto" && resume != "never" && fs::is_regular_file(resume, ec);
+}
+
 Expected<std::optional<std::string>> findResumeCheckpoint(const std::string &runDir,
                                                           const std::string &resume) {
   if (resume == "never")
@@ -79,7 +84,9 @@ Expected<std::optional<std::string>> findResumeCheckpoint(const std::string &run
     return std::optional<std::string>(checkpointDir(runDir, steps.back()));
   }
   if (!fs::is_directory(resume))
-    return errorf("{}: error: checkpoint.resume names no directory", resume);
+    return errorf("{}: error: checkpoint.resume names neither a checkpoint directory nor a merged "
+                  "checkpoint file",
+                  resume);
   if (!isCompleteCheckpoint(resume))
     return errorf("{}: error: checkpoint is incomplete (no COMPLETE marker); a run was "
                   "interrupted while writing it",

@@ -1,6 +1,7 @@
 #include "nnsc/Runtime/MergeCheckpoint.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -193,7 +194,8 @@ Status collectProgram(const std::string &dir, int rank, std::vector<ShardPiece> 
 }
 
 Status collectCheckpoint(const std::string &dir, int rank, const std::string &manifests,
-                         std::vector<ShardPiece> &out) {
+                         std::vector<ShardPiece> &out, std::vector<RankOptimizerState> &optim,
+                         CheckpointMeta &meta) {
   auto state = readRankCheckpoint(dir, rank);
   if (!state)
     return state.status();
@@ -211,7 +213,35 @@ Status collectCheckpoint(const std::string &dir, int rank, const std::string &ma
                     s.originalName);
     out.push_back({s, it->second, rank});
   }
+  optim.push_back({rank, table, state->optimizer});
+  meta = state->meta;
   return Status::ok();
+}
+
+// What resuming needs beside the optimizer states: rank 0's position and
+// schedule, every copy's generator (from its first rank).
+void addTrainingState(const std::vector<CheckpointMeta> &metas,
+                      std::map<std::string, at::Tensor> &out) {
+  const CheckpointMeta &m = metas[0];
+  auto i64 = [](int64_t v) { return at::scalar_tensor(v, at::TensorOptions().dtype(at::kLong)); };
+  auto f64 = [](double v) { return at::scalar_tensor(v, at::TensorOptions().dtype(at::kDouble)); };
+  out["nnsc/step"] = i64(m.step);
+  out["nnsc/data_position"] = i64(m.dataPosition);
+  out["nnsc/base_lr"] = f64(m.baseLr);
+  out["nnsc/last_lr"] = f64(m.lastLr);
+  out["nnsc/world_size"] = i64(m.worldSize);
+  out["nnsc/dp_size"] = i64(m.dpSize);
+  out["nnsc/plan_ngpus"] = i64(m.planNgpus);
+  out["nnsc/zero"] = i64(m.zero);
+  for (const CheckpointMeta &r : metas) {
+    std::string key = fmt::format("nnsc/rng_state/{}", r.dpRank);
+    if (out.count(key) || r.rngState.empty())
+      continue;
+    at::Tensor bytes =
+        at::empty({int64_t(r.rngState.size())}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(bytes.data_ptr(), r.rngState.data(), r.rngState.size());
+    out[key] = bytes;
+  }
 }
 
 // Every rank of the run that wrote the checkpoint (rank 0's world_size) has
@@ -297,8 +327,19 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
     r.source = *dir;
     NNSC_RETURN_IF_ERROR(checkEveryRank(*dir));
     r.ranks = countRanks(*dir, "json");
+    std::vector<RankOptimizerState> optim;
+    std::vector<CheckpointMeta> metas(r.ranks);
     for (int k = 0; k < r.ranks; ++k)
-      NNSC_RETURN_IF_ERROR(collectCheckpoint(*dir, k, o.manifests, pieces));
+      NNSC_RETURN_IF_ERROR(collectCheckpoint(*dir, k, o.manifests, pieces, optim, metas[k]));
+    for (auto &rank : optim) // excluded tensors take their states with them
+      for (auto &info : rank.table)
+        if (o.exclude.count(info.originalName))
+          info.trainable = false;
+    auto states = assembleOptimizerStates(optim);
+    if (!states)
+      return states.status().withContext(r.source);
+    r.optimizer = states.take();
+    addTrainingState(metas, r.optimizer);
   }
   if (!o.exclude.empty())
     pieces.erase(std::remove_if(
@@ -315,6 +356,10 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
   r.aliases = int64_t(merged->size()) - r.tensors;
   if (!o.output.empty())
     NNSC_RETURN_IF_ERROR(saveStateDict(*merged, o.output));
+  if (!o.output.empty() && !r.optimizer.empty()) {
+    r.optimizerOutput = o.optimizerOutput.empty() ? optimizerFileOf(o.output) : o.optimizerOutput;
+    NNSC_RETURN_IF_ERROR(saveStateDict(r.optimizer, r.optimizerOutput));
+  }
   r.merged = merged.take();
   return r;
 }

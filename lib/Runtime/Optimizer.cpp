@@ -27,27 +27,20 @@ Optimizer::Optimizer(const OptimizerConfig &config, std::vector<OptimParam> para
 
 // Operation for operation as the torch.optim of the PyTorch this LibTorch
 // belongs to (its single-tensor path), so the two agree bit for bit.
-void Optimizer::adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled) {
-  const double b1 = config_.beta1, b2 = config_.beta2;
-  const double wd = p.decay ? config_.weightDecay : 0.0;
-  at::Tensor param = p.param, grad = p.param.grad();
-  if (!s.step.defined()) { // lazy state, as PyTorch's first step
-    s.step = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
-    s.expAvg = at::zeros_like(param, at::MemoryFormat::Preserve);
-    s.expAvgSq = at::zeros_like(param, at::MemoryFormat::Preserve);
-  }
-  s.step.add_(1);
+void adamUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad,
+                at::Tensor &expAvg, at::Tensor &expAvgSq, double step, double lr, double wd,
+                bool decoupled) {
+  const double b1 = config.beta1, b2 = config.beta2;
   if (decoupled)
     param.mul_(1 - lr * wd);
   else if (wd != 0)
     grad = grad.add(param, wd);
 #if NNSC_TORCH_AT_LEAST(2, 0)
-  s.expAvg.lerp_(grad, 1 - b1);
+  expAvg.lerp_(grad, 1 - b1);
 #else
-  s.expAvg.mul_(b1).add_(grad, 1 - b1);
+  expAvg.mul_(b1).add_(grad, 1 - b1);
 #endif
-  s.expAvgSq.mul_(b2).addcmul_(grad, grad, 1 - b2);
-  double step = s.step.item<float>();
+  expAvgSq.mul_(b2).addcmul_(grad, grad, 1 - b2);
   double bias1 = 1 - std::pow(b1, step);
   double bias2 = 1 - std::pow(b2, step);
   double stepSize = lr / bias1;
@@ -56,23 +49,42 @@ void Optimizer::adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled
 #else
   double bias2Sqrt = std::sqrt(bias2);
 #endif
-  at::Tensor denom = (s.expAvgSq.sqrt() / bias2Sqrt).add_(config_.eps);
-  param.addcdiv_(s.expAvg, denom, -stepSize);
+  at::Tensor denom = (expAvgSq.sqrt() / bias2Sqrt).add_(config.eps);
+  param.addcdiv_(expAvg, denom, -stepSize);
+}
+
+void sgdUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad, at::Tensor &buffer,
+               bool first, double lr) {
+  at::Tensor dp = grad;
+  const double wd = config.weightDecay; // one group, as torch.optim.SGD(params)
+  if (wd != 0)
+    dp = dp.add(param, wd);
+  if (config.momentum != 0) {
+    if (first && buffer.defined())
+      buffer.copy_(dp); // a preallocated (ZeRO) buffer: the same values as clone()
+    else if (first)
+      buffer = dp.clone().detach();
+    else
+      buffer.mul_(config.momentum).add_(dp, 1.0);
+    dp = buffer;
+  }
+  param.add_(dp, -lr);
+}
+
+void Optimizer::adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled) {
+  at::Tensor param = p.param;
+  if (!s.step.defined()) { // lazy state, as PyTorch's first step
+    s.step = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
+    s.expAvg = at::zeros_like(param, at::MemoryFormat::Preserve);
+    s.expAvgSq = at::zeros_like(param, at::MemoryFormat::Preserve);
+  }
+  s.step.add_(1);
+  adamUpdate(config_, param, param.grad(), s.expAvg, s.expAvgSq, s.step.item<float>(), lr,
+             p.decay ? config_.weightDecay : 0.0, decoupled);
 }
 
 void Optimizer::sgdStep(const OptimParam &p, Slot &s, double lr) {
-  at::Tensor param = p.param, dp = p.param.grad();
-  const double wd = config_.weightDecay; // one group, as torch.optim.SGD(params)
-  if (wd != 0)
-    dp = dp.add(param, wd);
-  if (config_.momentum != 0) {
-    if (!s.momentumBuffer.defined())
-      s.momentumBuffer = dp.clone().detach();
-    else
-      s.momentumBuffer.mul_(config_.momentum).add_(dp, 1.0);
-    dp = s.momentumBuffer;
-  }
-  param.add_(dp, -lr);
+  sgdUpdate(config_, p.param, p.param.grad(), s.momentumBuffer, !s.momentumBuffer.defined(), lr);
 }
 
 void Optimizer::step(double lr) {

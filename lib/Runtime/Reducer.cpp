@@ -10,13 +10,16 @@ namespace nnsc::rt {
 
 Reducer::Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
                  std::vector<std::string> names, int64_t bucketBytes, bool average,
-                 std::chrono::milliseconds timeout, int64_t divisor)
+                 std::chrono::milliseconds timeout, int64_t divisor, bool scatter)
     : group_(std::move(group)), params_(std::move(params)), names_(std::move(names)),
       divisor_(divisor > 0 ? divisor
                : average   ? group_->size()
                            : 1),
-      timeout_(timeout), bucketOf_(params_.size()), seen_(params_.size(), false) {
+      timeout_(timeout), scatter_(scatter), bucketOf_(params_.size()),
+      seen_(params_.size(), false) {
   buildBuckets(bucketBytes > 0 ? bucketBytes : int64_t(25) << 20);
+  if (scatter_)
+    partitionBuckets();
   installHooks();
 }
 
@@ -46,6 +49,20 @@ void Reducer::buildBuckets(int64_t bucketBytes) {
     bytes += int64_t(p.nbytes());
   }
   close();
+}
+
+// ZeRO: the flat buffers are allocated up front (padding zeroed once; every
+// step rewrites only the members' elements) and the shards beside them.
+void Reducer::partitionBuckets() {
+  for (Bucket &b : buckets_) {
+    std::vector<int64_t> numels;
+    for (size_t m : b.members)
+      numels.push_back(params_[m].numel());
+    b.zero = partitionBucket(numels, group_->size(), group_->rank());
+    auto options = params_[b.members[0]].options().requires_grad(false);
+    b.flat = at::zeros({b.zero.padded}, options);
+    b.shard = at::zeros({b.zero.shardNumel}, options);
+  }
 }
 
 void Reducer::installHooks() {
@@ -96,8 +113,47 @@ void Reducer::launch(Bucket &b) {
     else
       slot.zero_();
   }
-  std::vector<at::Tensor> tensors{b.flat};
-  b.work = group_->allReduce(tensors);
+  if (!scatter_) {
+    std::vector<at::Tensor> tensors{b.flat};
+    b.work = group_->allReduce(tensors);
+    return;
+  }
+  std::vector<at::Tensor> chunks = b.flat.split(b.zero.shardNumel);
+  b.work = group_->reduceScatter(chunks, b.shard);
+}
+
+Status Reducer::waitBucket(size_t i, const char *what) {
+  const Bucket &b = buckets_[i];
+  Status st = b.work->wait(timeout_);
+  if (st.isOk())
+    return st;
+  return Status::error(fmt::format("{} on {}: bucket {} of {} (first tensor '{}'): {}", what,
+                                   group_->group().describe(), i, buckets_.size(),
+                                   names_[b.members[0]], st.message()),
+                       st.kind());
+}
+
+Status Reducer::gatherParams() {
+  at::NoGradGuard noGrad;
+  for (Bucket &b : buckets_) {
+    at::Tensor own = ownRange(b);
+    for (const ZeroPiece &p : b.zero.pieces)
+      own.narrow(0, p.shardOffset, p.length)
+          .copy_(params_[b.members[p.member]].detach().reshape({-1}).narrow(0, p.paramOffset,
+                                                                            p.length));
+    std::vector<at::Tensor> outputs = b.flat.split(b.zero.shardNumel);
+    b.work = group_->allGather(own, outputs);
+  }
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    NNSC_RETURN_IF_ERROR(waitBucket(i, "parameter all-gather"));
+    Bucket &b = buckets_[i];
+    for (size_t j = 0; j < b.members.size(); ++j) {
+      at::Tensor p = params_[b.members[j]].detach();
+      p.copy_(b.flat.narrow(0, b.offsets[j], p.numel()).view(p.sizes()));
+    }
+    b.work.reset();
+  }
+  return Status::ok();
 }
 
 Status Reducer::finish() {
@@ -109,13 +165,12 @@ Status Reducer::finish() {
   at::NoGradGuard noGrad;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];
-    Status st = b.work->wait(timeout_);
-    if (!st.isOk())
-      return Status::error(fmt::format("gradient reducer on {}: bucket {} of {} (first tensor "
-                                       "'{}'): {}",
-                                       group_->group().describe(), i, buckets_.size(),
-                                       names_[b.members[0]], st.message()),
-                           st.kind());
+    NNSC_RETURN_IF_ERROR(waitBucket(i, "gradient reducer"));
+    if (scatter_) {
+      if (divisor_ != 1)
+        b.shard.div_(divisor_);
+      continue;
+    }
     if (divisor_ != 1)
       b.flat.div_(divisor_);
     for (size_t j = 0; j < b.members.size(); ++j) {

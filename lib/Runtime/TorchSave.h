@@ -19,4 +19,11 @@ namespace nnsc::rt {
 /// Returns the archive's bytes, or an error naming an unsupported dtype.
 Expected<std::string> torchSaveBytes(const std::map<std::string, at::Tensor> &tensors);
 
+/// Reads a torch.save archive holding a dict (or OrderedDict) of tensors, as
+/// torchSaveBytes and Python's torch.save(model.state_dict()) write it:
+/// name -> tensor (CPU; tied names share storage). Entries that are not
+/// tensors are skipped; attributes (a state_dict's _metadata) are ignored.
+/// Errors name `path` and what the reader did not understand.
+Expected<std::map<std::string, at::Tensor>> torchLoadTensors(const std::string &path);
+
 } // namespace nnsc::rt

@@ -64,6 +64,24 @@ template <typename F> Status forEachSync(TrainerState &s, F f) {
   return Status::ok();
 }
 
+// The global gradient norm (and clipping): from whole gradients, or under
+// ZeRO from the reduced shards and the plain gradients.
+Expected<double> gradientNorm(TrainerState &s) {
+  const double clip = s.config.optimizer.gradClip;
+  if (!s.zero.empty()) {
+    std::vector<ZeroOptimizer *> sharded;
+    for (auto &z : s.zero)
+      sharded.push_back(z.get());
+    return clipGradNormSharded(s.plainTrainable, s.plainReplicas, sharded, clip, s.comm->world(),
+                               s.layout.dpSize);
+  }
+  GradNormScope scope;
+  scope.dpSize = s.layout.dpSize;
+  if (s.manifest.plan_ngpus() > 1)
+    scope.world = &s.comm->world();
+  return clipGradNorm(s.trainable, s.trainableReplicas, clip, scope);
+}
+
 // One optimizer step: every micro-batch forward and backward, the reducers,
 // clipping, the update. Returns the loss averaged over micro-batches and ranks.
 Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gradNorm) {
@@ -85,16 +103,16 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
   }
   for (auto &r : s.reducers)
     NNSC_RETURN_IF_ERROR(r->finish());
-  GradNormScope scope;
-  scope.dpSize = s.layout.dpSize;
-  if (s.manifest.plan_ngpus() > 1)
-    scope.world = &s.comm->world();
-  auto norm = clipGradNorm(s.trainable, s.trainableReplicas, s.config.optimizer.gradClip, scope);
+  auto norm = gradientNorm(s);
   if (!norm)
     return norm.status();
   gradNorm = *norm;
   s.optimizer->step(lr);
+  for (auto &z : s.zero)
+    NNSC_RETURN_IF_ERROR(z->step(lr)); // and all-gathers the parameters
   s.optimizer->zeroGrad();
+  for (auto &z : s.zero)
+    z->zeroGrad();
   return averageOverCopies(s, lossSum, double(accum));
 }
 
@@ -208,9 +226,31 @@ void printBanner(const TrainerState &s, std::ostream &out) {
                      s.manifest.model_name().empty() ? "?" : s.manifest.model_name(),
                      withThousands(double(params)), s.comm->world().name())
       << std::endl;
+  if (!s.zero.empty())
+    out << fmt::format("nnsc-run: ZeRO-1: the optimizer states of {} gradient reducer(s) are "
+                       "sharded over their groups",
+                       s.zero.size())
+        << std::endl;
   if (!s.resumedFrom.empty())
     out << fmt::format("nnsc-run: resumed from {} at step {}", s.resumedFrom, s.startStep)
         << std::endl;
+}
+
+// Rank 0 prints the optimizer-state bytes every rank holds (the tensors
+// themselves, measured after training): one world all-reduce.
+Status reportOptimizerBytes(TrainerState &s, std::ostream &out) {
+  at::Tensor bytes = at::zeros({s.env.worldSize}, at::TensorOptions().dtype(at::kLong));
+  bytes[s.env.rank] = optimizerStateBytes(s);
+  std::vector<at::Tensor> bufs{bytes};
+  NNSC_RETURN_IF_ERROR(s.comm->world().allReduce(bufs)->wait());
+  if (!s.isLogger())
+    return Status::ok();
+  std::vector<std::string> cells;
+  for (int64_t r = 0; r < s.env.worldSize; ++r)
+    cells.push_back(withThousands(double(bytes[r].item<int64_t>())));
+  out << fmt::format("nnsc-run: optimizer-state bytes per rank: {}", fmt::join(cells, " | "))
+      << std::endl;
+  return Status::ok();
 }
 
 Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
@@ -222,6 +262,8 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
   if (s.isLogger())
     printBanner(s, out);
   Status st = Loop(s, out).run();
+  if (st.isOk() && s.startStep < s.config.train.steps)
+    st = reportOptimizerBytes(s, out);
   if (st.isOk())
     st = s.comm->world().barrier()->wait(); // nobody leaves while others still talk
   return st;

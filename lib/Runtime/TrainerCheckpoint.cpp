@@ -33,10 +33,11 @@ RankState collectState(TrainerState &s, int64_t step, double lr) {
   m.dpRank = int(s.layout.dpRank);
   m.planNgpus = s.manifest.plan_ngpus() > 0 ? s.manifest.plan_ngpus() : 1;
   m.modelName = s.manifest.model_name();
+  m.zero = s.zero.empty() ? 0 : s.manifest.zero();
   m.shards = s.shardInfo;
   for (size_t i = 0; i < s.shards.size(); ++i)
     st.shards[s.shardInfo[i].localName] = s.shards[i];
-  st.optimizer = s.optimizer->state();
+  st.optimizer = optimizerState(s);
   return st;
 }
 
@@ -45,6 +46,11 @@ Status checkCompatible(const TrainerState &s, const CheckpointMeta &m, const std
     return errorf("{}: error: checkpoint was written by {} ranks ({} data-parallel); this job "
                   "has {} ({})",
                   dir, m.worldSize, m.dpSize, s.env.worldSize, s.layout.dpSize);
+  int zero = s.zero.empty() ? 0 : s.manifest.zero();
+  if (m.zero != zero)
+    return errorf("{}: error: checkpoint was written with ZeRO stage {}; this job runs stage {}: "
+                  "merge it (nnsc-merge-ckpt) and resume from the merged file",
+                  dir, m.zero, zero);
   if (m.shards.size() != s.shardInfo.size())
     return errorf("{}: error: rank {} of the checkpoint has {} shards; the program has {}", dir,
                   s.env.rank, m.shards.size(), s.shardInfo.size());
@@ -66,7 +72,41 @@ Status restoreShards(TrainerState &s, const RankState &st, const std::string &di
 
 } // namespace
 
+std::map<std::string, at::Tensor> optimizerState(const TrainerState &s) {
+  auto out = s.optimizer->state();
+  for (const auto &z : s.zero)
+    out.merge(z->state());
+  return out;
+}
+
+Status loadOptimizerState(TrainerState &s, const std::map<std::string, at::Tensor> &state,
+                          const std::string &from) {
+  std::vector<std::map<std::string, at::Tensor>> parts(s.zero.size() + 1);
+  for (const auto &[key, value] : state) {
+    std::string local = key.substr(0, key.find('/'));
+    size_t k = 0;
+    while (k < s.zero.size() && !s.zero[k]->has(local))
+      ++k;
+    parts[k == s.zero.size() ? 0 : k + 1][key] = value;
+  }
+  NNSC_RETURN_IF_ERROR(s.optimizer->loadState(parts[0], from));
+  for (size_t k = 0; k < s.zero.size(); ++k)
+    NNSC_RETURN_IF_ERROR(s.zero[k]->loadState(parts[k + 1], from));
+  return Status::ok();
+}
+
+int64_t optimizerStateBytes(const TrainerState &s) {
+  int64_t bytes = 0;
+  for (const auto &[key, t] : s.optimizer->state())
+    bytes += int64_t(t.nbytes());
+  for (const auto &z : s.zero)
+    bytes += z->stateBytes();
+  return bytes;
+}
+
 Status resumeTrainer(TrainerState &s) {
+  if (isMergedCheckpointFile(s.config.checkpoint.resume))
+    return resumeFromMerged(s, s.config.checkpoint.resume);
   auto found = findResumeCheckpoint(s.config.runDir, s.config.checkpoint.resume);
   if (!found)
     return found.status();
@@ -78,7 +118,7 @@ Status resumeTrainer(TrainerState &s) {
     return st.status();
   NNSC_RETURN_IF_ERROR(checkCompatible(s, st->meta, dir));
   NNSC_RETURN_IF_ERROR(restoreShards(s, *st, dir));
-  NNSC_RETURN_IF_ERROR(s.optimizer->loadState(st->optimizer, dir));
+  NNSC_RETURN_IF_ERROR(loadOptimizerState(s, st->optimizer, dir));
   NNSC_RETURN_IF_ERROR(setCpuRngState(st->meta.rngState, dir));
   if (st->meta.configHash != configHash(s.config) && s.isLogger())
     fmt::print(stderr,

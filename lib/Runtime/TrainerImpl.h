@@ -20,6 +20,7 @@
 #include "nnsc/Runtime/Reducer.h"
 #include "nnsc/Runtime/ShardTable.h"
 #include "nnsc/Runtime/TrainerConfig.h"
+#include "nnsc/Runtime/ZeroOptimizer.h"
 #include "nnsc/manifest.pb.h"
 
 namespace nnsc::rt {
@@ -64,7 +65,10 @@ struct TrainerState {
   std::vector<std::unique_ptr<Reducer>> reducers;
   std::vector<std::unique_ptr<BufferSync>> bufferSyncs; ///< ascending group ids
   BufferPolicy bufferPolicy = BufferPolicy::Broadcast;
-  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Optimizer> optimizer; ///< the shards no ZeRO optimizer holds
+  /// ZeRO-1: one per reducer whose buckets are reduce-scattered (manifest
+  /// zero >= 1 and a group of more than one rank), in reducer order.
+  std::vector<std::unique_ptr<ZeroOptimizer>> zero;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<DataFeed> trainData, valData; ///< valData may be null
   SampleLayout layout;
@@ -74,6 +78,9 @@ struct TrainerState {
   std::string resumedFrom; ///< checkpoint directory, if any
   std::vector<at::Tensor> trainable;
   std::vector<int> trainableReplicas;
+  /// The trainable shards the plain optimizer holds, and their replicas.
+  std::vector<at::Tensor> plainTrainable;
+  std::vector<int> plainReplicas;
 
   bool isLogger() const { return env.rank == 0; }
 };
@@ -89,6 +96,20 @@ Status resumeTrainer(TrainerState &s);
 /// Writes checkpoint step-<step> (all ranks; rank 0 marks it complete and
 /// prunes old ones).
 Status saveCheckpoint(TrainerState &s, int64_t step, double lr);
+
+/// The optimizer states of every shard (plain and ZeRO), keyed as
+/// Optimizer::state() and ZeroOptimizer::state().
+std::map<std::string, at::Tensor> optimizerState(const TrainerState &s);
+/// Restores them, each key to the optimizer holding its shard.
+Status loadOptimizerState(TrainerState &s, const std::map<std::string, at::Tensor> &state,
+                          const std::string &from);
+/// Bytes of optimizer states this rank holds (plain and ZeRO).
+int64_t optimizerStateBytes(const TrainerState &s);
+
+/// Resumes from a merged checkpoint (nnsc-merge-ckpt's FILE.pt and its
+/// FILE.optim.pt): slices every tensor into this rank's shards and
+/// optimizer states, checking all of them before anything is overwritten.
+Status resumeFromMerged(TrainerState &s, const std::string &path);
 
 /// How many manifest inputs the data feeds: all for data.kind 'tensors', the
 /// first two (x, y) for token data.

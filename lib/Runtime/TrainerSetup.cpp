@@ -144,8 +144,11 @@ Status buildReducers(TrainerState &s) {
       params.push_back(s.shards[it->second]);
       names.push_back(n);
     }
+    // ZeRO-1 shards the optimizer states over the ranks holding these shards.
+    bool scatter = s.manifest.zero() >= 1 && group->size() > 1;
     s.reducers.push_back(std::make_unique<Reducer>(group, params, names, spec.bucket_bytes(),
-                                                   spec.average(), timeout, spec.divisor()));
+                                                   spec.average(), timeout, spec.divisor(),
+                                                   scatter));
   }
   return Status::ok();
 }
@@ -180,11 +183,30 @@ Status buildBufferSyncs(TrainerState &s) {
 }
 
 void buildOptimizer(TrainerState &s) {
+  std::map<std::string, OptimParam> byName;
   std::vector<OptimParam> params;
   for (size_t i = 0; i < s.shardInfo.size(); ++i)
     if (s.shardInfo[i].trainable)
-      params.push_back(
-          {s.shardInfo[i].localName, s.shards[i], s.shardInfo[i].fullShape.size() >= 2});
+      byName[s.shardInfo[i].localName] = {s.shardInfo[i].localName, s.shards[i],
+                                          s.shardInfo[i].fullShape.size() >= 2};
+  for (auto &r : s.reducers) {
+    if (!r->scatters())
+      continue;
+    std::vector<OptimParam> mine;
+    for (const std::string &n : r->names()) {
+      mine.push_back(byName[n]);
+      byName.erase(n);
+    }
+    s.zero.push_back(std::make_unique<ZeroOptimizer>(s.config.optimizer, *r, std::move(mine)));
+  }
+  for (size_t i = 0; i < s.shardInfo.size(); ++i) {
+    auto it = byName.find(s.shardInfo[i].localName);
+    if (it == byName.end())
+      continue;
+    params.push_back(it->second);
+    s.plainTrainable.push_back(s.shards[i]);
+    s.plainReplicas.push_back(s.shardInfo[i].replicas);
+  }
   s.optimizer = std::make_unique<Optimizer>(s.config.optimizer, std::move(params));
   s.schedule = std::make_unique<LrSchedule>(s.config.lrSchedule, s.config.optimizer.lr,
                                             s.config.train.steps);

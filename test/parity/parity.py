@@ -3,8 +3,9 @@
 parity.py --example nanogpt|mlp|llama|sdpa|batchnorm|ZOO --dp 2 [--accum 2] [--steps 20]
           [--buffers broadcast|average]
           [--policy dp|tp|data|file [--tp T] [--plan-file F]]
-          [--attention explicit|sdpa|auto] [--trace-device meta|cpu]
-          [--recompute-modules CLASS,...] [--dropout P] --bin BUILD/bin --work DIR
+          [--attention explicit|sdpa|auto] [--trace-device meta|cpu] [--zero 1]
+          [--recompute-modules CLASS,...] [--dropout P]
+          [--check-resume] [--resume-under PLAN ...] --bin BUILD/bin --work DIR
 
 export (tiny config, dropout 0) → nnsc-trace → nnsc-plan (policy; plans of
 --tp devices per copy, --dp copies: tp x dp ranks) → nnsc-codegen →
@@ -29,6 +30,15 @@ for those tensors, how far nnsc and float32 PyTorch each are from it; --f64-judg
 (implies --f64-floor) lets such a tensor pass when nnsc is at least as close to the
 float64 result as float32 PyTorch is.
 Prints a table and `parity: N passed, 0 failed` on success.
+
+--zero 1 plans with nnsc-plan --zero 1 (ZeRO-1: optimizer states sharded over the
+data-parallel copies). --check-resume resumes the run from its step-10 checkpoint
+and demands the same losses and merged state bit for bit. --resume-under PLAN
+(repeatable; PLAN is dpD, tpT, tpT-dpD, each optionally -zero1) merges the step-10
+checkpoint with nnsc-merge-ckpt, generates the program of that other plan and
+resumes it from the merged file (checkpoint.resume: merged.pt), with the gradient
+accumulation that keeps the global batch; steps 11.. must match the uninterrupted
+run within --rtol and the final weights within the weights tolerance.
 
 --attention picks the attention form of nanogpt and llama (their export's option; default
 explicit, today's matmul + mask + softmax). With --attention sdpa on a torch without
@@ -300,6 +310,10 @@ def main():
     ap.add_argument("--check-resume", action="store_true",
                     help="also resume the run from its step-10 checkpoint and require the same "
                          "losses and merged state, bit for bit")
+    ap.add_argument("--zero", type=int, default=0, help="nnsc-plan --zero (ZeRO stage)")
+    ap.add_argument("--resume-under", action="append", default=[], metavar="PLAN",
+                    help="also resume the step-10 checkpoint, merged, under PLAN (dp2, tp2, "
+                         "tp2-dp2, ...-zero1) and compare with the uninterrupted run")
     ap.add_argument("--f64-judge", action="store_true",
                     help="with --f64-floor: a weight beyond the tolerance passes when nnsc is at "
                          "least as close to the float64 result as float32 PyTorch")
@@ -345,6 +359,8 @@ def main():
         plan += ["--plan-file", args.plan_file]
     if args.recompute_modules:
         plan += ["--recompute-modules", args.recompute_modules]
+    if args.zero:
+        plan += ["--zero", str(args.zero)]
     run(plan)
     run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{work}/plan.pb", "-o", f"{work}/program"])
     write_config(f"{work}/train.yaml", args, f"{work}/program", data, f"{work}/run")
@@ -363,6 +379,8 @@ def main():
         ok = check_resume(work, b, ngpus) and ok
     if args.recompute_modules:
         ok = check_without_recompute(work, b, ngpus, plan) and ok
+    for spec in args.resume_under:
+        ok = check_resume_under(args, work, b, spec) and ok
     sys.exit(0 if ok else 1)
 
 
@@ -412,6 +430,60 @@ def check_resume(work, b, ngpus):
     print(f"resume from step 10: {len(again)} steps, losses {'equal' if not bad else f'differ at steps {bad}'}; "
           f"{len(a)} merged tensors {'equal' if not differ else f'differ: {differ[:3]}'}")
     return not bad and not differ
+
+
+def check_resume_under(args, work, b, spec):
+    """Merges the step-10 checkpoint, plans and generates `spec` (dpD | tpT | tpT-dpD, optionally
+    -zero1), resumes it from the merged file and compares steps 11.. and the final weights with
+    the uninterrupted run."""
+    import re
+    m = re.fullmatch(r"(dp|tp)(\d+)(?:-dp(\d+))?(?:-zero(\d))?", spec)
+    if not m:
+        sys.exit(f"parity.py: bad --resume-under '{spec}'; expected dpD, tpT or tpT-dpD, optionally -zero1")
+    tp = int(m.group(2)) if m.group(1) == "tp" else 1
+    dp = int(m.group(2)) if m.group(1) == "dp" else int(m.group(3) or 1)
+    zero = int(m.group(4) or 0)
+    if (args.accum * args.dp) % dp:
+        sys.exit(f"parity.py: --resume-under {spec}: the global batch of {args.dp} copies x "
+                 f"{args.accum} micro-batches does not split over {dp} copies")
+    accum = args.accum * args.dp // dp
+    under = f"{work}/under-{spec}"
+    merged = f"{work}/merged-10.pt"
+    if not os.path.exists(merged):
+        run([f"{b}/nnsc-merge-ckpt", f"{work}/run/checkpoints/step-10", "-o", merged])
+    plan = [f"{b}/nnsc-plan", f"{work}/trace/graph.pb", "--policy", m.group(1),
+            "--runtime-ngpus", str(tp * dp), "--zero", str(zero), "-o", f"{under}/plan.pb"]
+    if tp > 1:
+        plan += ["--plan-ngpus", str(tp)]
+    os.makedirs(under, exist_ok=True)
+    run(plan)
+    run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{under}/plan.pb", "-o", f"{under}/program"])
+    run([f"{b}/nnsc-run", f"{work}/train.yaml", "--nproc-per-node", str(tp * dp),
+         f"--program={under}/program", f"--run_dir={under}/run",
+         f"--train.grad_accumulation={accum}", f"--checkpoint.resume={merged}"])
+    run([f"{b}/nnsc-merge-ckpt", f"{under}/run", "-o", f"{under}/merged.pt"])
+    first = {r["step"]: r["loss"] for r in map(json.loads, open(f"{work}/run/metrics.jsonl")) if "loss" in r}
+    again = {r["step"]: r["loss"] for r in map(json.loads, open(f"{under}/run/metrics.jsonl")) if "loss" in r}
+    steps = sorted(s for s in first if s > 10)
+    worst_loss = max((rel_err(again[s], first[s]) if s in again else float("inf")) for s in steps)
+    a = torch.load(f"{work}/merged.pt", weights_only=True)
+    c = torch.load(f"{under}/merged.pt", weights_only=True)
+    wtol = args.weights_rtol if args.weights_rtol is not None else args.rtol
+    worst_w, bad = 0.0, []
+    for k, v in a.items():
+        if k not in c or c[k].shape != v.shape:
+            bad.append(k)
+            continue
+        e = max_rel(c[k], v)
+        worst_w = max(worst_w, e)
+        if e > wtol:
+            bad.append(f"{k} ({e:.2e})")
+    ok = worst_loss <= args.rtol and not bad and sorted(again) == steps
+    print(f"resume from the merged step-10 checkpoint under {spec} ({tp * dp} ranks, accumulation "
+          f"{accum}): steps {steps[0]}-{steps[-1]} max loss rel err {worst_loss:.2e} (tolerance "
+          f"{args.rtol:g}); {len(a)} weights, max rel err {worst_w:.2e} (tolerance {wtol:g})"
+          f"{'' if not bad else f'; beyond: {bad[:3]}'}  {'ok' if ok else 'FAIL'}")
+    return ok
 
 
 if __name__ == "__main__":

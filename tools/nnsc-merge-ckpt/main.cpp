@@ -1,5 +1,5 @@
 // nnsc-merge-ckpt: reassemble a sharded checkpoint into one state_dict file.
-//   nnsc-merge-ckpt CKPT_DIR -o merged.pt [--manifests PROGRAM_DIR]
+//   nnsc-merge-ckpt CKPT_DIR -o merged.pt [--manifests PROGRAM_DIR] [--optimizer-output F]
 //   nnsc-merge-ckpt PROGRAM_DIR --from-program -o initial.pt
 #include <iostream>
 
@@ -20,6 +20,9 @@ int toolMain(int argc, char **argv) {
   app.add_option("--manifests", opts.manifests,
                  "program directory whose rank{r}.pb describe the shards (default: the shard "
                  "tables stored in the checkpoint)");
+  app.add_option("--optimizer-output", opts.optimizerOutput,
+                 "where the optimizer and training state go (default: merged.optim.pt beside "
+                 "merged.pt); nnsc-run's checkpoint.resume: merged.pt reads it");
   app.add_flag("--from-program", opts.fromProgram,
                "merge the program's initial rank{r}.safetensors instead of a checkpoint");
   NNSC_PARSE(app, argc, argv);
@@ -31,6 +34,10 @@ int toolMain(int argc, char **argv) {
   std::cout << "merged " << result->tensors << " tensors (+" << result->aliases
             << " tied aliases) from " << result->ranks << " ranks of " << result->source << " into "
             << opts.output << '\n';
+  if (!result->optimizerOutput.empty())
+    std::cout << "wrote the optimizer state of step "
+              << result->optimizer["nnsc/step"].item<int64_t>() << " (" << result->optimizer.size()
+              << " tensors) into " << result->optimizerOutput << '\n';
   return 0;
 }
 

@@ -1,6 +1,6 @@
 // nnsc-plan: graph.pb → plan.pb (how each node is split and placed).
 //   nnsc-plan GRAPH.pb --policy dp|tp|data|hybrid|file --runtime-ngpus N
-//             [--plan-ngpus T] [--plan-file PLAN.yaml] [--seed S]
+//             [--plan-ngpus T] [--plan-file PLAN.yaml] [--seed S] [--zero 0|1]
 //             [--recompute-modules CLASS,...] -o plan.pb [--print]
 //   nnsc-plan --print plan.pb [--graph GRAPH.pb]
 #include <iostream>
@@ -51,6 +51,9 @@ static int toolMain(int argc, char **argv) {
                                    "module classes to recompute in backward, each instance a group "
                                    "(Block,LlamaDecoderLayer)")
                         ->delimiter(',');
+  auto *zero = app.add_option("--zero", opts.zero,
+                              "ZeRO stage over the data-parallel copies: 0 (off) or 1 (optimizer "
+                              "states sharded; docs/zero.md)");
   auto *out = app.add_option("-o,--out", outPath, "where to write plan.pb");
   app.add_option("--graph", graphOverride, "with --print PLAN.pb: the graph it was made for");
   app.add_flag("--print", print, "print the plan's text form");
@@ -59,7 +62,7 @@ static int toolMain(int argc, char **argv) {
     opts.seed = seed;
 
   bool planning = out->count() || policy->count() || ngpus->count() || micro->count() ||
-                  planNgpus->count() || planFile->count() || recompute->count();
+                  planNgpus->count() || planFile->count() || recompute->count() || zero->count();
   nnsc::Status st;
   if (planning)
     st = nnsc::plan::runPlanTool(input, opts, outPath, print, std::cout, std::cerr, partitionCheck);

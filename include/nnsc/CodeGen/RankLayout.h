@@ -126,6 +126,7 @@ struct RankLayout {
   int rank = 0, worldSize = 1;
   int planNgpus = 1, planDevice = 0; ///< the plan device this rank plays
   int dpSize = 1, dpRank = 0;        ///< data-parallel copies, and which one
+  int zero = 0;                      ///< the plan's ZeRO stage
   std::vector<ShardSpec> shards;     ///< program arguments first, in this order
   std::vector<InputSpec> inputs;     ///< then these, then `device: Device`
   std::vector<int64_t> nodes;        ///< node ids this rank executes, in order
@@ -148,6 +149,7 @@ struct RankLayout {
 /// that all ranks agree on the ids.
 struct JobLayout {
   int planNgpus = 1, dpSize = 1, worldSize = 1;
+  int zero = 0; ///< the plan's ZeRO stage
   /// The partition pass's result; absent for plans on one device (plan_ngpus
   /// 1), which run every node whole.
   std::optional<transform::PartitionedGraph> partition;

@@ -27,6 +27,8 @@ constexpr uint32_t kPlanFormatVersion = 1;
 constexpr int kMaxRuntimeNgpus = 1 << 17;
 constexpr int kMaxPlanNgpus = 4096;
 constexpr int kMaxMicroBatches = 1 << 20;
+/// The highest ZeRO stage nnsc-run implements (1: optimizer states sharded).
+constexpr int kMaxZeroStage = 1;
 
 /// What a policy is asked to do.
 struct PlanOptions {
@@ -46,6 +48,9 @@ struct PlanOptions {
   /// (--recompute-modules Block,LlamaDecoderLayer; plan/Recompute.h), with
   /// any policy. An error when none of them names a module of the graph.
   std::vector<std::string> recomputeModules;
+  /// ZeRO stage over the data-parallel copies (docs/zero.md); -1: not given
+  /// (a plan file's `zero`, else 0).
+  int zero = -1;
 };
 
 /// A policy fills in a plan for `graph`. It may assume `options` passed

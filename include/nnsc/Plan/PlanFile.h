@@ -4,6 +4,7 @@
 ///
 ///   plan_ngpus: 2            # optional; --plan-ngpus must agree
 ///   default: follow          # replicate (default) | follow
+///   zero: 1                  # optional ZeRO stage (0 | 1); --zero must agree
 ///   rules:                   # the first rule that matches a node wins
 ///     - module: transformer.h.*.attn.c_attn   # glob(s) over module paths
 ///       op: aten::linear                      # glob(s) over op names
@@ -63,6 +64,7 @@ struct PlanFile {
   std::string path;
   std::string text;  ///< for error snippets
   int planNgpus = 0; ///< 0: not given
+  int zero = -1;     ///< ZeRO stage; -1: not given
   RuleAction defaultAction = RuleAction::Replicate;
   std::vector<PlanRule> rules;
   /// `recompute:` recompute groups (Recompute.h): a module path glob, or a

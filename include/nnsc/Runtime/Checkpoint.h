@@ -3,7 +3,8 @@
 ///   rank{r}.safetensors  "shard/<local name>" for every shard (parameters and
 ///                        buffers) and "optim/<local name>/<field>" for the
 ///                        optimizer state (exp_avg, exp_avg_sq, step,
-///                        momentum_buffer)
+///                        momentum_buffer; under ZeRO-1 "<field>@<offset>"
+///                        pieces, ZeroOptimizer.h)
 ///   rank{r}.json         step, data position, learning-rate schedule, the
 ///                        CPU generator state (hex), config hash, the job's
 ///                        shape and the shard table (ShardTable.h) that lets
@@ -30,6 +31,7 @@ struct CheckpointMeta {
   std::string rngState; ///< CPU generator state (raw bytes)
   std::string configHash;
   int rank = 0, worldSize = 1, dpSize = 1, dpRank = 0, planNgpus = 1;
+  int zero = 0; ///< ZeRO stage of the run: 1 stores optimizer states as owned pieces
   std::string modelName;
   std::vector<ShardInfo> shards;
 };

@@ -32,6 +32,10 @@ std::vector<int64_t> listCheckpoints(const std::string &runDir, bool includeInco
 Expected<std::optional<std::string>> findResumeCheckpoint(const std::string &runDir,
                                                           const std::string &resume);
 
+/// True when checkpoint.resume names a regular file: a merged checkpoint
+/// (nnsc-merge-ckpt's output) rather than a checkpoint directory.
+bool isMergedCheckpointFile(const std::string &resume);
+
 /// Writes the COMPLETE marker (atomically, then fsyncs the directory).
 Status markCheckpointComplete(const std::string &dir, int64_t step);
 

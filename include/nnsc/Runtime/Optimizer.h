@@ -25,6 +25,18 @@
 
 namespace nnsc::rt {
 
+/// The element-wise updates above on tensors of one shape (whole parameters
+/// or equal ranges of a parameter, its grad and its states, as ZeRO-1 uses
+/// them). `step` is the parameter's step count after this step's increment;
+/// `wd` the weight decay that applies to it.
+void adamUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad,
+                at::Tensor &expAvg, at::Tensor &expAvgSq, double step, double lr, double wd,
+                bool decoupled);
+/// SGD; `buffer` is the momentum buffer, `first` whether this is its first
+/// step (then it becomes a copy of the grad).
+void sgdUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad, at::Tensor &buffer,
+               bool first, double lr);
+
 /// One trainable tensor: its (unique) name, the leaf, and whether Adam(W)'s
 /// weight decay applies (the full tensor has >= 2 dims; SGD ignores it).
 struct OptimParam {

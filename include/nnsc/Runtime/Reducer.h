@@ -7,6 +7,12 @@
 /// ready, buckets strictly in order so every rank issues the same sequence.
 /// finish() waits, copies the results back and divides them (by the group
 /// size when averaging, or by an explicit divisor).
+///
+/// Under ZeRO-1 (`scatter`) each bucket is padded to a multiple of the group
+/// size and reduce-scattered instead (ZeroLayout.h): this rank receives only
+/// its range of the summed gradient, gradShard(bucket), and the parameters'
+/// .grad keep their local (unreduced) values. After the optimizer updated the
+/// owned elements, gatherParams() all-gathers every bucket's parameters.
 
 #include <chrono>
 #include <cstdint>
@@ -17,6 +23,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "nnsc/Runtime/Comm.h"
+#include "nnsc/Runtime/ZeroLayout.h"
 
 namespace torch::autograd {
 struct Node;
@@ -33,7 +40,7 @@ public:
   /// outlive every backward pass over them.
   Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
           std::vector<std::string> names, int64_t bucketBytes, bool average,
-          std::chrono::milliseconds timeout, int64_t divisor = 0);
+          std::chrono::milliseconds timeout, int64_t divisor = 0, bool scatter = false);
   ~Reducer();
   Reducer(const Reducer &) = delete;
   Reducer &operator=(const Reducer &) = delete;
@@ -48,6 +55,22 @@ public:
   Status finish();
 
   size_t numBuckets() const { return buckets_.size(); }
+  bool scatters() const { return scatter_; }
+  CommBackend &group() const { return *group_; }
+  const std::vector<at::Tensor> &params() const { return params_; }
+  const std::vector<std::string> &names() const { return names_; }
+
+  /// ZeRO: bucket `b`'s members (indices into params()) in flat order, its
+  /// partition, and this rank's range of the reduced gradient (valid after
+  /// finish() of a step that reduced; S elements, divided as configured).
+  const std::vector<size_t> &bucketMembers(size_t b) const { return buckets_[b].members; }
+  const ZeroBucketLayout &zeroLayout(size_t b) const { return buckets_[b].zero; }
+  const at::Tensor &gradShard(size_t b) const { return buckets_[b].shard; }
+
+  /// ZeRO: sends this rank's range of every bucket's parameters to the
+  /// group and writes the others' ranges into its parameters (all buckets
+  /// launched, then waited for in order). The error names the group.
+  Status gatherParams();
   /// Buckets whose allreduce has been launched since prepare().
   size_t launchedBuckets() const { return nextLaunch_; }
 
@@ -57,10 +80,17 @@ private:
     std::vector<int64_t> offsets;
     int64_t numel = 0;
     size_t pending = 0;
-    at::Tensor flat;
+    at::Tensor flat;  ///< numel elements; ZeRO: zero.padded
+    at::Tensor shard; ///< ZeRO: this rank's range of the reduced flat
+    ZeroBucketLayout zero;
     WorkPtr work;
   };
+  at::Tensor ownRange(Bucket &b) const {
+    return b.flat.narrow(0, b.zero.shardBegin, b.zero.shardNumel);
+  }
+  Status waitBucket(size_t i, const char *what);
   void buildBuckets(int64_t bucketBytes);
+  void partitionBuckets();
   void installHooks();
   void markReady(size_t param);
   void launch(Bucket &b);
@@ -70,6 +100,7 @@ private:
   std::vector<std::string> names_;
   int64_t divisor_; ///< 1: keep the sums
   std::chrono::milliseconds timeout_;
+  bool scatter_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucketOf_;
   std::vector<bool> seen_;

@@ -1,0 +1,83 @@
+#pragma once
+/// ZeRO-1: the optimizer of one gradient reducer whose buckets are
+/// reduce-scattered over its group (Reducer.h, ZeroLayout.h). Every rank of
+/// the group holds the whole parameters but keeps optimizer states only for
+/// its range of each bucket: one flat tensor per state and bucket, S elements
+/// (exp_avg and exp_avg_sq for Adam(W), momentum_buffer for SGD; the float32
+/// masters of mixed precision will be a third flat of the same layout). A
+/// step updates the owned elements from the reduced gradient shard with the
+/// same element-wise math as Optimizer (bit-identical to it on the same
+/// gradients), then all-gathers the parameters.
+///
+/// State keys (checkpoints): "<local>/step" (float32 scalar, every rank) and,
+/// per owned piece, "<local>/<field>@<offset>": a 1-D tensor holding
+/// elements [offset, offset + numel) of that state in the local shard's
+/// flattened order. loadState also takes whole-shard "<local>/<field>"
+/// tensors (a merged checkpoint's) and keeps the owned ranges.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "nnsc/Runtime/Optimizer.h"
+#include "nnsc/Runtime/Reducer.h"
+
+namespace nnsc::rt {
+
+class ZeroOptimizer {
+public:
+  /// `params` are the reducer's parameters, in its order (same leaves). The
+  /// reducer must have been built with scatter and outlive this.
+  ZeroOptimizer(const OptimizerConfig &config, Reducer &reducer, std::vector<OptimParam> params);
+
+  /// Updates the owned elements at learning rate `lr` from the gradient
+  /// shards of the last finish(), then all-gathers the parameters.
+  Status step(double lr);
+  /// Zeroes the parameters' local grads in place.
+  void zeroGrad();
+
+  /// This rank's sum of squares of its gradient shards, a float64 scalar
+  /// (no host synchronisation).
+  at::Tensor gradSquareSum() const;
+  /// Multiplies the gradient shards by `coef` (a scalar tensor).
+  void scaleGrads(const at::Tensor &coef);
+
+  std::map<std::string, at::Tensor> state() const;
+  /// Restores state() of a run with the same layout, or whole-shard states.
+  /// Every key must name one of this optimizer's parameters.
+  Status loadState(const std::map<std::string, at::Tensor> &state, const std::string &from);
+  /// True when `local` is one of this optimizer's parameters.
+  bool has(const std::string &local) const { return index_.count(local) > 0; }
+  /// Bytes of the optimizer states this rank holds.
+  int64_t stateBytes() const;
+
+private:
+  struct BucketState {
+    at::Tensor expAvg, expAvgSq, momentumBuffer; ///< S elements each, lazily
+  };
+  void allocate(BucketState &b, const at::Tensor &like, bool momentum);
+  void updatePiece(size_t bucket, const ZeroPiece &piece, double lr);
+  Status loadField(size_t param, const std::string &field, int64_t offset, const at::Tensor &v,
+                   const std::string &key, const std::string &from);
+
+  OptimizerConfig config_;
+  Reducer &reducer_;
+  std::vector<OptimParam> params_;
+  std::map<std::string, size_t> index_;
+  std::vector<at::Tensor> steps_; ///< per parameter, float32 scalars (undefined before a step)
+  std::vector<BucketState> buckets_;
+  bool momentumStarted_ = false;
+};
+
+/// The global gradient norm when some gradients are ZeRO shards: the plain
+/// `params` count as clipGradNorm's world formula says (||g||^2 / replicas,
+/// summed over ranks, / dp), every shard once; one float64 all-reduce over
+/// `world`, no per-tensor host synchronisation. Clips as clipGradNorm.
+Expected<double> clipGradNormSharded(const std::vector<at::Tensor> &params,
+                                     const std::vector<int> &replicas,
+                                     const std::vector<ZeroOptimizer *> &sharded, double maxNorm,
+                                     CommBackend &world, int64_t dpSize);
+
+} // namespace nnsc::rt

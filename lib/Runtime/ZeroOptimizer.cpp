@@ -1,0 +1,248 @@
+#include "nnsc/Runtime/ZeroOptimizer.h"
+
+#include <cmath>
+#include <numeric>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+namespace nnsc::rt {
+
+namespace {
+
+// As Optimizer.cpp: torch.norm(t, 2.0) over every dim.
+at::Tensor l2Norm(const at::Tensor &t) {
+  std::vector<int64_t> dims(t.dim());
+  std::iota(dims.begin(), dims.end(), 0);
+  return at::norm(t, c10::Scalar(2.0), dims, false);
+}
+
+// "p3/exp_avg@128" -> ("p3", "exp_avg", 128); offset -1 when absent.
+struct StateKey {
+  std::string name, field;
+  int64_t offset = -1;
+};
+
+std::optional<StateKey> parseKey(const std::string &key) {
+  size_t slash = key.find('/');
+  if (slash == std::string::npos)
+    return std::nullopt;
+  StateKey k{key.substr(0, slash), key.substr(slash + 1)};
+  size_t at = k.field.find('@');
+  if (at != std::string::npos) {
+    std::string digits = k.field.substr(at + 1);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    k.offset = std::stoll(digits);
+    k.field.resize(at);
+  }
+  return k;
+}
+
+} // namespace
+
+ZeroOptimizer::ZeroOptimizer(const OptimizerConfig &config, Reducer &reducer,
+                             std::vector<OptimParam> params)
+    : config_(config), reducer_(reducer), params_(std::move(params)), steps_(params_.size()),
+      buckets_(reducer.numBuckets()) {
+  for (size_t i = 0; i < params_.size(); ++i)
+    index_[params_[i].name] = i;
+}
+
+void ZeroOptimizer::allocate(BucketState &b, const at::Tensor &like, bool momentum) {
+  if (momentum && !b.momentumBuffer.defined())
+    b.momentumBuffer = at::zeros_like(like);
+  if (!momentum && !b.expAvg.defined()) {
+    b.expAvg = at::zeros_like(like);
+    b.expAvgSq = at::zeros_like(like);
+  }
+}
+
+void ZeroOptimizer::updatePiece(size_t bucket, const ZeroPiece &piece, double lr) {
+  size_t k = reducer_.bucketMembers(bucket)[piece.member];
+  const OptimParam &p = params_[k];
+  at::Tensor param = p.param.detach().view({-1}).narrow(0, piece.paramOffset, piece.length);
+  at::Tensor grad = reducer_.gradShard(bucket).narrow(0, piece.shardOffset, piece.length);
+  BucketState &b = buckets_[bucket];
+  if (config_.name == "sgd") {
+    at::Tensor buffer;
+    if (config_.momentum != 0)
+      buffer = b.momentumBuffer.narrow(0, piece.shardOffset, piece.length);
+    sgdUpdate(config_, param, grad, buffer, !momentumStarted_, lr);
+    return;
+  }
+  at::Tensor m = b.expAvg.narrow(0, piece.shardOffset, piece.length);
+  at::Tensor v = b.expAvgSq.narrow(0, piece.shardOffset, piece.length);
+  adamUpdate(config_, param, grad, m, v, steps_[k].item<float>(), lr,
+             p.decay ? config_.weightDecay : 0.0, config_.name == "adamw");
+}
+
+Status ZeroOptimizer::step(double lr) {
+  at::NoGradGuard noGrad;
+  const bool sgd = config_.name == "sgd";
+  for (at::Tensor &s : steps_) {
+    if (!s.defined())
+      s = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
+    s.add_(1);
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!sgd || config_.momentum != 0)
+      allocate(buckets_[b], reducer_.gradShard(b), sgd);
+    for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces)
+      updatePiece(b, piece, lr);
+  }
+  momentumStarted_ = true;
+  return reducer_.gatherParams();
+}
+
+void ZeroOptimizer::zeroGrad() {
+  for (auto &p : params_) {
+    at::Tensor g = p.param.mutable_grad();
+    if (g.defined())
+      g.detach().zero_();
+  }
+}
+
+at::Tensor ZeroOptimizer::gradSquareSum() const {
+  at::Tensor sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble));
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    at::Tensor n = l2Norm(reducer_.gradShard(b)).to(at::kCPU, at::kDouble);
+    sum.add_(n * n);
+  }
+  return sum;
+}
+
+void ZeroOptimizer::scaleGrads(const at::Tensor &coef) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    at::Tensor g = reducer_.gradShard(b);
+    g.mul_(coef.to(g.device()));
+  }
+}
+
+std::map<std::string, at::Tensor> ZeroOptimizer::state() const {
+  std::map<std::string, at::Tensor> out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (steps_[i].defined() && config_.name != "sgd")
+      out[params_[i].name + "/step"] = steps_[i];
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const BucketState &s = buckets_[b];
+    for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces) {
+      const std::string &name = params_[reducer_.bucketMembers(b)[piece.member]].name;
+      auto add = [&](const char *field, const at::Tensor &t) {
+        if (t.defined())
+          out[fmt::format("{}/{}@{}", name, field, piece.paramOffset)] =
+              t.narrow(0, piece.shardOffset, piece.length);
+      };
+      add("exp_avg", s.expAvg);
+      add("exp_avg_sq", s.expAvgSq);
+      add("momentum_buffer", s.momentumBuffer);
+    }
+  }
+  return out;
+}
+
+// Copies `v` (a piece at `offset`, or the whole shard when offset < 0) into
+// the owned ranges of parameter `param`'s state `field`.
+Status ZeroOptimizer::loadField(size_t param, const std::string &field, int64_t offset,
+                                const at::Tensor &v, const std::string &key,
+                                const std::string &from) {
+  const at::Tensor &p = params_[param].param;
+  if (offset < 0 && v.sizes() != p.sizes())
+    return errorf("{}: error: optimizer state '{}' has shape [{}]; the parameter has [{}]", from,
+                  key, fmt::join(v.sizes(), ", "), fmt::join(p.sizes(), ", "));
+  bool momentum = field == "momentum_buffer";
+  if (!momentum && field != "exp_avg" && field != "exp_avg_sq")
+    return errorf("{}: error: unknown optimizer state '{}'", from, key);
+  at::Tensor flat = v.reshape({-1});
+  bool matched = offset < 0;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces) {
+      if (reducer_.bucketMembers(b)[piece.member] != param)
+        continue;
+      at::Tensor src;
+      if (offset < 0)
+        src = flat.narrow(0, piece.paramOffset, piece.length);
+      else if (piece.paramOffset == offset && piece.length == flat.numel())
+        src = flat;
+      else
+        continue;
+      matched = true;
+      BucketState &s = buckets_[b];
+      allocate(s, reducer_.gradShard(b), momentum);
+      at::Tensor &dst = momentum ? s.momentumBuffer : field == "exp_avg" ? s.expAvg : s.expAvgSq;
+      dst.narrow(0, piece.shardOffset, piece.length).copy_(src);
+    }
+  if (!matched)
+    return errorf("{}: error: optimizer state '{}' ({} elements) is no part this rank owns under "
+                  "ZeRO (another partition: other bucket sizes or group); merge the checkpoint "
+                  "with nnsc-merge-ckpt and resume from the merged file",
+                  from, key, flat.numel());
+  momentumStarted_ = momentumStarted_ || momentum;
+  return Status::ok();
+}
+
+Status ZeroOptimizer::loadState(const std::map<std::string, at::Tensor> &state,
+                                const std::string &from) {
+  at::NoGradGuard noGrad;
+  for (const auto &[key, value] : state) {
+    auto k = parseKey(key);
+    auto it = k ? index_.find(k->name) : index_.end();
+    if (it == index_.end())
+      return errorf("{}: error: optimizer state '{}' names no parameter of this rank", from, key);
+    if (k->field == "step" && k->offset < 0) {
+      steps_[it->second] = value.to(at::kCPU, at::kFloat).reshape({}).clone();
+      continue;
+    }
+    NNSC_RETURN_IF_ERROR(loadField(it->second, k->field, k->offset,
+                                   value.to(params_[it->second].param.device()), key, from));
+  }
+  return Status::ok();
+}
+
+int64_t ZeroOptimizer::stateBytes() const {
+  int64_t bytes = 0;
+  for (const BucketState &b : buckets_)
+    for (const at::Tensor *t : {&b.expAvg, &b.expAvgSq, &b.momentumBuffer})
+      if (t->defined())
+        bytes += int64_t(t->nbytes());
+  for (const at::Tensor &s : steps_)
+    if (s.defined())
+      bytes += int64_t(s.nbytes());
+  return bytes;
+}
+
+Expected<double> clipGradNormSharded(const std::vector<at::Tensor> &params,
+                                     const std::vector<int> &replicas,
+                                     const std::vector<ZeroOptimizer *> &sharded, double maxNorm,
+                                     CommBackend &world, int64_t dpSize) {
+  at::NoGradGuard noGrad;
+  const double dp = double(std::max<int64_t>(1, dpSize));
+  at::Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
+  std::vector<at::Tensor> grads;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].grad().defined())
+      continue;
+    grads.push_back(params[i].grad());
+    at::Tensor n = l2Norm(grads.back().detach()).to(at::kCPU, at::kDouble);
+    local.add_(n * n / double(replicas[i] > 0 ? replicas[i] : 1));
+  }
+  // A shard's elements are held by this rank alone in the whole job, where a
+  // plain shard counts once per copy (and replica): weigh them alike.
+  for (ZeroOptimizer *z : sharded)
+    local.add_(z->gradSquareSum() * dp);
+  std::vector<at::Tensor> bufs{local};
+  NNSC_RETURN_IF_ERROR(world.allReduce(bufs)->wait());
+  double sum = local.item<double>() / dp;
+  at::Tensor total = at::full({}, std::sqrt(sum), at::TensorOptions().dtype(at::kFloat));
+  if (maxNorm > 0) {
+    at::Tensor coef = (total + 1e-6).reciprocal() * maxNorm;
+    coef = at::clamp_max(coef, 1.0);
+    for (auto &g : grads)
+      g.detach().mul_(coef.to(g.device()));
+    for (ZeroOptimizer *z : sharded)
+      z->scaleGrads(coef);
+  }
+  return total.item<double>();
+}
+
+} // namespace nnsc::rt
