@@ -82,4 +82,21 @@ Expected<Cluster> loadCluster(const std::string &path) {
   return makeCluster(resolve(*devPath), resolve(commPath), static_cast<int>(*n));
 }
 
+Expected<std::optional<Cluster>> selectCluster(const std::string &clusterPath,
+                                               const std::string &devicePath,
+                                               const std::string &commPath, int devicesPerNode) {
+  Expected<Cluster> cluster = Status::error("");
+  if (!clusterPath.empty())
+    cluster = loadCluster(clusterPath);
+  else if (!devicePath.empty())
+    cluster = makeCluster(devicePath, commPath, devicesPerNode);
+  else if (!commPath.empty())
+    return Status::error("error: --comm needs --device (the spec the table belongs to)");
+  else
+    return std::optional<Cluster>();
+  if (!cluster)
+    return cluster.status();
+  return std::optional<Cluster>(cluster.take());
+}
+
 } // namespace nnsc::cost

@@ -38,4 +38,11 @@ Expected<Cluster> loadCluster(const std::string &path);
 Expected<Cluster> makeCluster(const std::string &devicePath, const std::string &commPath,
                               int devicesPerNode);
 
+/// The cluster a tool's flags name: `clusterPath` (a cluster file) if set,
+/// else `devicePath` with `commPath` (may be empty), else none. Errors: a
+/// comm table without a device spec, and those of the loaders.
+Expected<std::optional<Cluster>> selectCluster(const std::string &clusterPath,
+                                               const std::string &devicePath,
+                                               const std::string &commPath, int devicesPerNode);
+
 } // namespace nnsc::cost
