@@ -29,7 +29,10 @@ nnsc::plan::PlanCheck partitionCheck(const std::optional<nnsc::cost::Cluster> &c
                                      const nnsc::cost::MemoryOptions &memory) {
   return [&cluster, memory](const nnsc::proto::Plan &plan,
                             const nnsc::ir::Graph &graph) -> nnsc::Expected<std::string> {
-    auto pg = nnsc::transform::partitionGraph(graph, plan);
+    nnsc::transform::PartitionOptions partition;
+    if (cluster && cluster->comm) // price re-layouts from the comm table
+      partition.search.cost = nnsc::transform::tableRvdCost(*cluster);
+    auto pg = nnsc::transform::partitionGraph(graph, plan, partition);
     if (!pg)
       return nnsc::Status(pg.status()).withContext("error: the plan does not partition");
     std::ostringstream os;
