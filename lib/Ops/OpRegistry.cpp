@@ -33,4 +33,11 @@ const AnnotationRule *OpRegistry::find(const std::string &op) const {
   return it == rules_.end() ? nullptr : &it->second;
 }
 
+std::vector<std::string> OpRegistry::ops() const {
+  std::vector<std::string> names;
+  for (const auto &entry : rules_)
+    names.push_back(entry.first);
+  return names;
+}
+
 } // namespace nnsc::ops

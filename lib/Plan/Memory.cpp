@@ -1,3 +1,4 @@
+// The plan's device loads for the cost model (Memory.h).
 #include "nnsc/Plan/Memory.h"
 
 #include <map>
@@ -9,73 +10,106 @@ namespace nnsc::plan {
 
 namespace {
 
-// AdamW keeps exp_avg and exp_avg_sq per trainable element, in float32.
-constexpr double kOptimizerBytesPerElement = 8.0;
-
-double tensorBytes(const ir::Tensor &t) {
-  return static_cast<double>(ir::numel(t.shape)) * static_cast<double>(ir::dtypeSize(t.dtype));
-}
-
 bool isState(const ir::Tensor &t) {
-  return t.kind == ir::TensorKind::Param || t.kind == ir::TensorKind::Buffer;
+  return t.kind == ir::TensorKind::Param || t.kind == ir::TensorKind::Buffer ||
+         t.kind == ir::TensorKind::Constant;
 }
 
-// The fraction of each parameter/buffer that each device holds: the largest
-// part any node on that device reads (a whole read wins over a split one).
+cost::TensorInfo localInfo(const ir::Tensor &t, int splitDim, int num, bool needsGrad) {
+  cost::TensorInfo info{t.shape, t.dtype, needsGrad, isState(t)};
+  if (splitDim >= 0 && num > 1 && static_cast<size_t>(splitDim) < info.shape.size())
+    info.shape[static_cast<size_t>(splitDim)] /= num;
+  return info;
+}
+
+cost::DevicePart makePart(const ir::Graph &graph, const ir::Node &node, const proto::NodePlan &np,
+                          const ops::SplitEffect &effect, const std::vector<bool> &flow) {
+  cost::DevicePart part;
+  part.node = node.id;
+  part.recomputeGroup = np.recompute_group();
+  part.shapes.node = &node;
+  int num = std::max(1, np.num());
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const ir::Tensor &t = graph.tensor(node.inputs[i]);
+    part.shapes.inputs.push_back(
+        localInfo(t, effect.inputDims[i], num, flow[static_cast<size_t>(t.id)]));
+    part.inputIds.push_back(t.id);
+  }
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    const ir::Tensor &t = graph.tensor(node.outputs[o]);
+    int dim = effect.valueSplit ? -1 : effect.outputDims[o];
+    part.shapes.outputs.push_back(localInfo(t, dim, num, flow[static_cast<size_t>(t.id)]));
+    part.outputIds.push_back(t.id);
+  }
+  return part;
+}
+
+// The fraction of each parameter/buffer each device holds: the largest part
+// any node on that device reads (a whole read wins over a split one).
 using Holdings = std::map<std::pair<int, int64_t>, double>;
 
-void addNode(const ir::Graph &graph, const ir::Node &node, const proto::NodePlan &np,
-             const ops::SplitEffect &effect, Holdings &held, std::vector<DeviceMemory> &mem) {
+void holdState(const ir::Graph &graph, const ir::Node &node, const proto::NodePlan &np,
+               const ops::SplitEffect &effect, Holdings &held) {
   double partFraction = np.num() > 1 ? 1.0 / np.num() : 1.0;
-  for (int d : np.devices()) {
+  for (int d : np.devices())
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const ir::Tensor &t = graph.tensor(node.inputs[i]);
-      if (!isState(t))
+      if (t.kind != ir::TensorKind::Param && t.kind != ir::TensorKind::Buffer)
         continue;
-      double f = effect.inputDims[i] >= 0 ? partFraction : 1.0;
       double &h = held[{d, t.id}];
-      h = std::max(h, f);
+      h = std::max(h, effect.inputDims[i] >= 0 ? partFraction : 1.0);
     }
-    for (size_t o = 0; o < node.outputs.size(); ++o) {
-      // a value split leaves a full-size partial sum on every device
-      double f = !effect.valueSplit && effect.outputDims[o] >= 0 ? partFraction : 1.0;
-      mem[static_cast<size_t>(d)].activationBytes += f * tensorBytes(graph.tensor(node.outputs[o]));
-    }
-  }
 }
 
-} // namespace
-
-std::vector<DeviceMemory> estimateMemory(const ir::Graph &graph, const proto::Plan &plan) {
-  std::vector<DeviceMemory> mem(static_cast<size_t>(plan.plan_ngpus()));
-  for (size_t d = 0; d < mem.size(); ++d)
-    mem[d].device = static_cast<int>(d);
-  Holdings held;
-  for (const proto::NodePlan &np : plan.nodes()) {
-    const ir::Node &node = graph.nodes()[static_cast<size_t>(np.node())];
-    auto effect = nodeSplitEffect(graph, node, np);
-    if (effect) // validatePlan has checked every node; skip defensively otherwise
-      addNode(graph, node, np, *effect, held, mem);
-  }
+void addHoldings(const ir::Graph &graph, Holdings &held, std::vector<cost::DeviceLoad> &loads) {
   // State that no node reads still lives somewhere: codegen keeps it on device 0.
   std::set<int64_t> read;
   for (const auto &entry : held)
     read.insert(entry.first.second);
   for (const ir::Tensor &t : graph.tensors())
-    if (isState(t) && !read.count(t.id))
+    if ((t.kind == ir::TensorKind::Param || t.kind == ir::TensorKind::Buffer) && !read.count(t.id))
       held[{0, t.id}] = 1.0;
   for (const auto &[key, fraction] : held) {
     const ir::Tensor &t = graph.tensor(key.second);
-    DeviceMemory &m = mem[static_cast<size_t>(key.first)];
-    double elements = fraction * static_cast<double>(ir::numel(t.shape));
-    m.paramElements += static_cast<int64_t>(elements);
-    m.paramBytes += fraction * tensorBytes(t);
-    if (t.kind == ir::TensorKind::Param && t.requiresGrad) {
-      m.gradBytes += fraction * tensorBytes(t);
-      m.optimizerBytes += elements * kOptimizerBytesPerElement;
-    }
+    cost::StateHolding s;
+    s.tensor = t.id;
+    s.elements = fraction * static_cast<double>(ir::numel(t.shape));
+    s.dtype = t.dtype;
+    s.trainable = t.kind == ir::TensorKind::Param && t.requiresGrad;
+    loads[static_cast<size_t>(key.first)].state.push_back(s);
   }
-  return mem;
+}
+
+} // namespace
+
+std::vector<cost::DeviceLoad> deviceLoads(const ir::Graph &graph, const proto::Plan &plan) {
+  std::vector<cost::DeviceLoad> loads(static_cast<size_t>(plan.plan_ngpus()));
+  for (size_t d = 0; d < loads.size(); ++d)
+    loads[d].device = static_cast<int>(d);
+  std::vector<bool> flow = cost::gradientFlow(graph);
+  Holdings held;
+  for (const proto::NodePlan &np : plan.nodes()) {
+    const ir::Node &node = graph.nodes()[static_cast<size_t>(np.node())];
+    auto effect = nodeSplitEffect(graph, node, np);
+    if (!effect) // validatePlan has checked every node; skip defensively otherwise
+      continue;
+    holdState(graph, node, np, *effect, held);
+    cost::DevicePart part = makePart(graph, node, np, *effect, flow);
+    for (int d : np.devices())
+      loads[static_cast<size_t>(d)].parts.push_back(part);
+  }
+  addHoldings(graph, held, loads);
+  return loads;
+}
+
+std::vector<cost::DeviceMemory> estimateMemory(const ir::Graph &graph, const proto::Plan &plan,
+                                               cost::MemoryOptions options) {
+  options.zero = plan.zero();
+  options.dpSize = plan.runtime_ngpus() / std::max(1, plan.plan_ngpus());
+  std::vector<cost::DeviceMemory> memory;
+  for (const cost::DeviceLoad &load : deviceLoads(graph, plan))
+    memory.push_back(cost::deviceMemory(load, options));
+  return memory;
 }
 
 } // namespace nnsc::plan

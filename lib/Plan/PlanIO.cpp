@@ -76,7 +76,7 @@ Expected<std::string> runCheck(const PlanCheck &check, const proto::Plan &plan,
 
 Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
                    const std::string &outPath, bool print, std::ostream &out, std::ostream &log,
-                   const PlanCheck &check) {
+                   const PlanCheck &check, const PrintOptions &printOptions) {
   NNSC_RETURN_IF_ERROR(checkOptions(options));
   auto graph = ir::readGraph(graphPath);
   if (!graph)
@@ -95,14 +95,14 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
                        outPath, plan->policy(), plan->plan_ngpus(), plan->runtime_ngpus());
   }
   if (print) {
-    printPlan(*plan, *graph, out);
+    printPlan(*plan, *graph, out, printOptions);
     out << *extra;
   }
   return Status::ok();
 }
 
 Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
-                     std::ostream &out, const PlanCheck &check) {
+                     std::ostream &out, const PlanCheck &check, const PrintOptions &printOptions) {
   auto plan = readPlan(planPath);
   if (!plan)
     return plan.status();
@@ -112,7 +112,7 @@ Status printPlanFile(const std::string &planPath, const std::string &graphOverri
   auto extra = runCheck(check, *plan, *graph);
   if (!extra)
     return extra.status().withContext(planPath);
-  printPlan(*plan, *graph, out);
+  printPlan(*plan, *graph, out, printOptions);
   out << *extra;
   return Status::ok();
 }

@@ -6,22 +6,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "nnsc/Cost/Report.h"
 #include "nnsc/Plan/Memory.h"
 #include "nnsc/Plan/Recompute.h"
 
 namespace nnsc::plan {
 
 namespace {
-
-std::string groupDigits(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
-}
 
 std::string plural(int64_t n, const char *one, const char *many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
@@ -49,15 +40,12 @@ void printSummary(const proto::Plan &plan, const ir::Graph &graph, std::ostream 
     os << fmt::format("    group {}: {}\n", g, describeRecomputeGroup(graph, plan, g));
 }
 
-void printMemory(const proto::Plan &plan, const ir::Graph &graph, std::ostream &os) {
-  os << "memory per device (estimate: parameters and buffers, gradients, AdamW exp_avg and "
-        "exp_avg_sq in float32, activations of one micro-batch):\n";
-  for (const DeviceMemory &m : estimateMemory(graph, plan))
-    os << fmt::format("  device {}: params {} ({} elements), grads {}, optimizer {}, "
-                      "activations {}; total {}\n",
-                      m.device, formatBytes(m.paramBytes), groupDigits(m.paramElements),
-                      formatBytes(m.gradBytes), formatBytes(m.optimizerBytes),
-                      formatBytes(m.activationBytes), formatBytes(m.total()));
+void printMemory(const proto::Plan &plan, const ir::Graph &graph, const PrintOptions &options,
+                 std::ostream &os) {
+  cost::MemoryOptions memory = options.memory;
+  memory.zero = plan.zero();
+  memory.dpSize = plan.runtime_ngpus() / plan.plan_ngpus();
+  cost::printMemory(estimateMemory(graph, plan, memory), memory, options.capacity, os);
 }
 
 std::string partitionText(const proto::NodePlan &np) {
@@ -107,21 +95,12 @@ void printNodes(const proto::Plan &plan, const ir::Graph &graph, std::ostream &o
 
 } // namespace
 
-std::string formatBytes(double bytes) {
-  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024)
-    return fmt::format("{} B", static_cast<int64_t>(bytes));
-  int u = -1;
-  while (bytes >= 1024 && u < 3) {
-    bytes /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", bytes, units[u]);
-}
+std::string formatBytes(double bytes) { return cost::formatBytes(bytes); }
 
-void printPlan(const proto::Plan &plan, const ir::Graph &graph, std::ostream &os) {
+void printPlan(const proto::Plan &plan, const ir::Graph &graph, std::ostream &os,
+               const PrintOptions &options) {
   printSummary(plan, graph, os);
-  printMemory(plan, graph, os);
+  printMemory(plan, graph, options, os);
   printNodes(plan, graph, os);
 }
 

@@ -3,27 +3,51 @@
 //             [--plan-ngpus T] [--plan-file PLAN.yaml] [--seed S] [--zero 0|1]
 //             [--recompute-modules CLASS,...] -o plan.pb [--print]
 //   nnsc-plan --print plan.pb [--graph GRAPH.pb]
+// Cost model (docs/cost-model.md): [--cluster C.yaml | --device D.yaml [--comm T.yaml]
+//   [--devices-per-node N]] [--optimizer adamw] [--precision fp32|mixed]
 #include <iostream>
+#include <optional>
 #include <sstream>
 
+#include "nnsc/Cost/Report.h"
 #include "nnsc/Plan/PlanIO.h"
 #include "nnsc/Support/ToolMain.h"
 #include "nnsc/Transform/CommReport.h"
+#include "nnsc/Transform/StepCost.h"
 
 namespace {
 
+struct CostFlags {
+  std::string cluster, device, comm, optimizer = "adamw", precision = "fp32";
+  int devicesPerNode = 8;
+};
+
 // Every plan must partition; with several plan devices --print also shows
-// the communication the partition implies.
-nnsc::Expected<std::string> partitionCheck(const nnsc::proto::Plan &plan,
-                                           const nnsc::ir::Graph &graph) {
-  auto pg = nnsc::transform::partitionGraph(graph, plan);
-  if (!pg)
-    return nnsc::Status(pg.status()).withContext("error: the plan does not partition");
-  if (plan.plan_ngpus() <= 1)
-    return std::string();
-  std::ostringstream os;
-  nnsc::transform::printCommunication(graph, *pg, os);
-  return os.str();
+// the communication the partition implies, and with a cluster the
+// predicted step time.
+nnsc::plan::PlanCheck partitionCheck(const std::optional<nnsc::cost::Cluster> &cluster,
+                                     const nnsc::cost::MemoryOptions &memory) {
+  return [&cluster, memory](const nnsc::proto::Plan &plan,
+                            const nnsc::ir::Graph &graph) -> nnsc::Expected<std::string> {
+    nnsc::transform::PartitionOptions partition;
+    if (cluster && cluster->comm) // price re-layouts from the comm table
+      partition.search.cost = nnsc::transform::tableRvdCost(*cluster);
+    auto pg = nnsc::transform::partitionGraph(graph, plan, partition);
+    if (!pg)
+      return nnsc::Status(pg.status()).withContext("error: the plan does not partition");
+    std::ostringstream os;
+    if (plan.plan_ngpus() > 1)
+      nnsc::transform::printCommunication(graph, *pg, os);
+    if (cluster) {
+      nnsc::cost::StepOptions options;
+      options.memory = memory;
+      auto steps = nnsc::transform::estimateStep(graph, plan, *pg, *cluster, options);
+      if (!steps)
+        return steps.status();
+      nnsc::cost::printStepTime(*steps, cluster->device, os);
+    }
+    return os.str();
+  };
 }
 
 } // namespace
@@ -57,17 +81,43 @@ static int toolMain(int argc, char **argv) {
   auto *out = app.add_option("-o,--out", outPath, "where to write plan.pb");
   app.add_option("--graph", graphOverride, "with --print PLAN.pb: the graph it was made for");
   app.add_flag("--print", print, "print the plan's text form");
+  CostFlags cf;
+  app.add_option("--cluster", cf.cluster,
+                 "cluster file: device spec, devices per node, comm table");
+  app.add_option("--device", cf.device, "device spec (configs/devices/*.yaml)");
+  app.add_option("--comm", cf.comm, "communication table (configs/comm/*.yaml)");
+  app.add_option("--devices-per-node", cf.devicesPerNode, "with --device: ranks per node")
+      ->default_val(8);
+  app.add_option("--optimizer", cf.optimizer, "memory/step model: sgd, momentum, adam, adamw")
+      ->default_val("adamw");
+  app.add_option("--precision", cf.precision, "memory model: fp32 or mixed")->default_val("fp32");
   NNSC_PARSE(app, argc, argv);
   if (seedOpt->count())
     opts.seed = seed;
+
+  auto cluster = nnsc::cost::selectCluster(cf.cluster, cf.device, cf.comm, cf.devicesPerNode);
+  auto optimizer = nnsc::cost::parseOptimizer(cf.optimizer);
+  auto precision = nnsc::cost::parsePrecision(cf.precision);
+  for (const nnsc::Status &bad : {cluster.status(), optimizer.status(), precision.status()})
+    if (!bad.isOk()) {
+      std::cerr << bad.message() << '\n';
+      return static_cast<int>(bad.kind());
+    }
+  nnsc::plan::PrintOptions printOptions;
+  printOptions.memory.optimizer = *optimizer;
+  printOptions.memory.precision = *precision;
+  if (*cluster)
+    printOptions.capacity = (*cluster)->device.memoryBytes;
+  auto check = partitionCheck(*cluster, printOptions.memory);
 
   bool planning = out->count() || policy->count() || ngpus->count() || micro->count() ||
                   planNgpus->count() || planFile->count() || recompute->count() || zero->count();
   nnsc::Status st;
   if (planning)
-    st = nnsc::plan::runPlanTool(input, opts, outPath, print, std::cout, std::cerr, partitionCheck);
+    st = nnsc::plan::runPlanTool(input, opts, outPath, print, std::cout, std::cerr, check,
+                                 printOptions);
   else if (print)
-    st = nnsc::plan::printPlanFile(input, graphOverride, std::cout, partitionCheck);
+    st = nnsc::plan::printPlanFile(input, graphOverride, std::cout, check, printOptions);
   else
     st = nnsc::Status::error("error: nothing to do: pass -o PLAN.pb to write a plan, or --print "
                              "PLAN.pb to show one");

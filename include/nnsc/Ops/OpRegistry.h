@@ -34,6 +34,8 @@ public:
   /// The rule for `op`, or nullptr.
   const AnnotationRule *find(const std::string &op) const;
   bool has(const std::string &op) const { return find(op) != nullptr; }
+  /// Every op with a rule, sorted by name.
+  std::vector<std::string> ops() const;
 
   /// Loads user annotations from YAML (format in docs/formats.md):
   ///   libraries: [path/to/libmyops.so]     # TORCH_LIBRARY shared objects

@@ -1,31 +1,27 @@
 #pragma once
-/// Rough per-device memory of a plan: what each plan device holds for one
-/// model copy during training with AdamW.
+/// What each plan device runs and holds under a plan, as the cost model
+/// sees it (cost::DeviceLoad: node parts with their local shapes, pieces of
+/// parameters and buffers), and the per-device memory the cost model
+/// predicts from it (Cost/Memory.h) -- the estimate `nnsc-plan --print` shows.
 
-#include <cstdint>
 #include <vector>
 
+#include "nnsc/Cost/Memory.h"
 #include "nnsc/IR/Graph.h"
 #include "nnsc/plan.pb.h"
 
 namespace nnsc::plan {
 
-/// Bytes one plan device holds. Parameters and buffers count once per
-/// device that runs a node reading them (the device's part when the node
-/// splits them); gradients and AdamW states (exp_avg and exp_avg_sq, float32)
-/// count for trainable parameters; activations sum every node output the
-/// device produces for one micro-batch (all kept for backward: an upper bound).
-struct DeviceMemory {
-  int device = 0;
-  int64_t paramElements = 0; ///< parameters and buffers
-  double paramBytes = 0;
-  double gradBytes = 0;
-  double optimizerBytes = 0;
-  double activationBytes = 0;
-  double total() const { return paramBytes + gradBytes + optimizerBytes + activationBytes; }
-};
+/// One load per plan device 0 .. plan_ngpus-1; `plan` must pass
+/// validatePlan. A part's tensor shapes are the full shapes with the split
+/// dim divided by the number of parts (a value split leaves outputs whole:
+/// partial sums). A parameter or buffer counts once per device, at the
+/// largest part any node on it reads; state no node reads sits on device 0.
+std::vector<cost::DeviceLoad> deviceLoads(const ir::Graph &graph, const proto::Plan &plan);
 
-/// One entry per plan device 0 .. plan_ngpus-1. `plan` must pass validatePlan.
-std::vector<DeviceMemory> estimateMemory(const ir::Graph &graph, const proto::Plan &plan);
+/// cost::deviceMemory of every device load; `options.zero` and `dpSize`
+/// are taken from the plan.
+std::vector<cost::DeviceMemory> estimateMemory(const ir::Graph &graph, const proto::Plan &plan,
+                                               cost::MemoryOptions options = {});
 
 } // namespace nnsc::plan

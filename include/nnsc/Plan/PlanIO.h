@@ -7,6 +7,7 @@
 
 #include "nnsc/IR/Graph.h"
 #include "nnsc/Plan/Plan.h"
+#include "nnsc/Plan/PlanPrinter.h"
 #include "nnsc/Support/Status.h"
 
 namespace nnsc::plan {
@@ -37,11 +38,12 @@ using PlanCheck =
 /// line to `log` says what was written.
 Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
                    const std::string &outPath, bool print, std::ostream &out, std::ostream &log,
-                   const PlanCheck &check = {});
+                   const PlanCheck &check = {}, const PrintOptions &printOptions = {});
 
 /// `nnsc-plan --print PLAN.pb [--graph GRAPH.pb]`: the text form of a plan
 /// file, followed by check's text.
 Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
-                     std::ostream &out, const PlanCheck &check = {});
+                     std::ostream &out, const PlanCheck &check = {},
+                     const PrintOptions &printOptions = {});
 
 } // namespace nnsc::plan

@@ -141,7 +141,7 @@ TEST_CASE("validatePlan checks partitions against the annotations", "[plan]") {
         "splits it into 2");
 }
 
-TEST_CASE("memory estimate counts params, grads, AdamW states and activations", "[plan]") {
+TEST_CASE("memory estimate counts params, grads, AdamW states and saved activations", "[plan]") {
   Graph g = linearGraph();
   proto::Plan p = *plan::makePlan(g, dpOptions(2));
   auto mem = plan::estimateMemory(g, p);
@@ -150,7 +150,8 @@ TEST_CASE("memory estimate counts params, grads, AdamW states and activations", 
   CHECK(mem[0].paramBytes == 160 * 4);
   CHECK(mem[0].gradBytes == 144 * 4);
   CHECK(mem[0].optimizerBytes == 144 * 8);
-  CHECK(mem[0].activationBytes == (4 * 16 + 1) * 4);
+  CHECK(mem[0].activationBytes == 4 * 8 * 4);         // linear saves its input x
+  CHECK(mem[0].transientBytes == (4 * 16 + 144) * 4); // its backward: dy, dW, db
 
   // Splitting the linear's n over two devices halves its weight and output.
   p.set_plan_ngpus(2);
@@ -162,7 +163,7 @@ TEST_CASE("memory estimate counts params, grads, AdamW states and activations", 
   mem = plan::estimateMemory(g, p);
   REQUIRE(mem.size() == 2);
   CHECK(mem[1].paramElements == (16 * 8 + 16) / 2);
-  CHECK(mem[1].activationBytes == 4 * 8 * 4);
+  CHECK(mem[1].activationBytes == 4 * 8 * 4); // x is read whole by each part
   CHECK(mem[0].paramElements == (16 * 8 + 16) / 2 + 16);
 }
 
@@ -183,7 +184,7 @@ TEST_CASE("plans round-trip through plan.pb and print deterministically", "[plan
                       "zero 0\n",
                       0) == 0);
   CHECK(a.str().find("  device 0: params 640 B (160 elements), grads 576 B, optimizer 1.1 KiB, "
-                     "activations 260 B; total 2.6 KiB\n") != std::string::npos);
+                     "activations 128 B, transient 832 B; total 3.2 KiB\n") != std::string::npos);
   CHECK(a.str().find("  0     aten::linear  %4       replicate  [0]      0      fc (Linear)\n") !=
         std::string::npos);
 }

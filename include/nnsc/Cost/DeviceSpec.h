@@ -1,0 +1,45 @@
+#pragma once
+/// What one accelerator (or this CPU) can do, for the roofline cost model:
+/// peak dense FLOP/s per dtype, memory bandwidth and capacity, the smallest
+/// time any kernel takes, and the fraction of peak real kernels reach.
+/// File format: configs/devices/<id>.yaml, every key in docs/devices.md.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nnsc/IR/Types.h"
+#include "nnsc/Support/Status.h"
+
+namespace nnsc::cost {
+
+struct DeviceSpec {
+  std::string name;        ///< device id, e.g. "h100-sxm"
+  std::string description; ///< one line for reports
+  std::vector<std::string> sources;
+  /// Peak dense FLOP/s by dtype key: float64 float32 tf32 bfloat16 float16 float8.
+  std::map<std::string, double> flops;
+  double memoryBytes = 0;      ///< capacity
+  double memoryBandwidth = 0;  ///< bytes/s
+  double launchFloor = 0;      ///< seconds: the smallest time of any kernel
+  double matmulEfficiency = 1; ///< achieved fraction of peak FLOP/s on matmul-class work
+  double memoryEfficiency = 1; ///< achieved fraction of peak bandwidth
+
+  /// Peak FLOP/s for work in `dtype`: its own key when the spec has one, else
+  /// float32's (integer and bool work, a dtype the datasheet omits).
+  double peakFlops(ir::DType dtype) const;
+};
+
+/// The spec keys of flops: (float64 float32 tf32 bfloat16 float16 float8).
+const std::vector<std::string> &flopsKeys();
+
+/// Parses a device spec; `path` names the file in messages. Every key is
+/// required except `sources` and `description`; `flops` must hold float32.
+/// Errors: "path:line:col: error: ..." naming the key (unknown, missing,
+/// not a number, negative or zero).
+Expected<DeviceSpec> parseDeviceSpec(const std::string &text, const std::string &path);
+
+/// Reads and parses `path`.
+Expected<DeviceSpec> loadDeviceSpec(const std::string &path);
+
+} // namespace nnsc::cost

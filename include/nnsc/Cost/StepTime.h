@@ -1,0 +1,71 @@
+#pragma once
+/// Predicted time of one training step of a plan, per device: compute
+/// (every part's forward and backward on the device's roofline), the plan's
+/// collectives (adapters between parts, forward and backward, priced from
+/// the comm table), the gradient all-reduces of the reducers in buckets
+/// overlapped with backward as the runtime's Reducer does, micro-batches
+/// (gradient accumulation) and the optimizer update.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nnsc/Cost/Cluster.h"
+#include "nnsc/Cost/Memory.h"
+
+namespace nnsc::cost {
+
+/// One collective call a device takes part in, once per micro-batch.
+struct CommCall {
+  Collective collective = Collective::AllReduce;
+  int64_t bytes = 0;      ///< per rank, nccl-tests' size (CommTable.h)
+  std::vector<int> ranks; ///< the group, global ranks
+  bool backward = false;  ///< runs in the backward pass
+};
+
+/// A gradient the device reduces after backward (a reducer's shard).
+struct GradShard {
+  int64_t tensor = -1; ///< bucket order: the runtime registers shards by tensor
+  int64_t bytes = 0;
+  std::vector<int> ranks; ///< the reducer's group, global ranks
+  int firstReader = 0;    ///< index into the parts of the first part reading it
+};
+
+struct StepInput {
+  int device = 0;
+  std::vector<OpShapes> parts; ///< program order
+  std::vector<CommCall> comm;
+  std::vector<GradShard> grads;
+  double trainableElements = 0; ///< for the optimizer update
+  int trainableTensors = 0;
+};
+
+struct StepOptions {
+  int microBatches = 1;
+  int64_t bucketBytes = 25ll << 20;                ///< the runtime's reducer bucket size
+  MemoryOptions memory;                            ///< optimizer and precision
+  ir::DType computeDType = ir::DType::Unspecified; ///< matmul dtype; Unspecified: the graph's
+};
+
+struct StepBreakdown {
+  int device = 0;
+  double forwardCompute = 0;    ///< one micro-batch
+  double backwardCompute = 0;   ///< one micro-batch
+  double forwardComm = 0;       ///< one micro-batch
+  double backwardComm = 0;      ///< one micro-batch
+  double gradReduce = 0;        ///< all buckets' all-reduce time
+  double gradReduceExposed = 0; ///< the part not hidden behind the last backward
+  double optimizer = 0;
+  int buckets = 0;
+  int microBatches = 1;
+  double total() const {
+    return microBatches * (forwardCompute + backwardCompute + forwardComm + backwardComm) +
+           gradReduceExposed + optimizer;
+  }
+};
+
+/// The step of one device. Errors: a collective the cluster cannot price.
+Expected<StepBreakdown> stepTime(const StepInput &input, const Cluster &cluster,
+                                 const StepOptions &options);
+
+} // namespace nnsc::cost

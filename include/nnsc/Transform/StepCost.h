@@ -1,0 +1,37 @@
+#pragma once
+/// The predicted step time of a partitioned plan (Cost/StepTime.h): each
+/// plan device's node parts, the adapters' collectives it takes part in
+/// (forward, and backward where a gradient flows), and the gradient
+/// reducers' all-reduces -- groups as the rank programs form them: plan
+/// devices shifted into every data-parallel copy.
+
+#include <ostream>
+#include <vector>
+
+#include "nnsc/Cost/StepTime.h"
+#include "nnsc/Transform/Partition.h"
+#include "nnsc/Transform/RvdCost.h"
+
+namespace nnsc::transform {
+
+/// The step-time inputs of every plan device (copy 0's ranks; the other
+/// copies run the same program on shifted ranks).
+std::vector<cost::StepInput> stepInputs(const ir::Graph &graph, const proto::Plan &plan,
+                                        const PartitionedGraph &pg);
+
+/// One breakdown per plan device. Errors: a collective the cluster's comm
+/// table cannot price.
+Expected<std::vector<cost::StepBreakdown>>
+estimateStep(const ir::Graph &graph, const proto::Plan &plan, const PartitionedGraph &pg,
+             const cost::Cluster &cluster, cost::StepOptions options);
+
+/// The collective a non-local primitive runs (all_gather, all_reduce,
+/// reduce_scatter, all_to_all); nullopt for a local one.
+std::optional<cost::Collective> collectiveOf(Primitive kind);
+
+/// An RvdCostFn pricing each step from `cluster`'s comm table, groups
+/// placed within a node when they fit one (groupSize <= devicesPerNode).
+/// `cluster` must outlive the function and have a comm table.
+RvdCostFn tableRvdCost(const cost::Cluster &cluster);
+
+} // namespace nnsc::transform

@@ -1,0 +1,149 @@
+// Device specs (configs/devices/*.yaml, docs/devices.md).
+#include "nnsc/Cost/DeviceSpec.h"
+
+#include <fmt/format.h>
+
+#include "YamlReader.h"
+#include "nnsc/Support/File.h"
+
+namespace nnsc::cost {
+
+const std::vector<std::string> &flopsKeys() {
+  static const std::vector<std::string> keys = {"float64",  "float32", "tf32",
+                                                "bfloat16", "float16", "float8"};
+  return keys;
+}
+
+double DeviceSpec::peakFlops(ir::DType dtype) const {
+  const char *key = "float32";
+  switch (dtype) {
+  case ir::DType::Float64:
+    key = "float64";
+    break;
+  case ir::DType::BFloat16:
+    key = "bfloat16";
+    break;
+  case ir::DType::Float16:
+    key = "float16";
+    break;
+  default:
+    break;
+  }
+  auto it = flops.find(key);
+  return it != flops.end() ? it->second : flops.at("float32");
+}
+
+namespace {
+
+Status readStrings(const YamlReader &r, const YAML::Node &n, const std::string &key,
+                   std::vector<std::string> &out) {
+  if (!n.IsSequence())
+    return r.errorAt(n, fmt::format("'{}' must be a list of strings", key));
+  for (const YAML::Node &s : n) {
+    auto v = r.string(s, key);
+    if (!v)
+      return v.status();
+    out.push_back(*v);
+  }
+  return Status::ok();
+}
+
+Status readFlops(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
+  std::set<std::string> allowed(flopsKeys().begin(), flopsKeys().end());
+  NNSC_RETURN_IF_ERROR(r.checkKeys(n, allowed, "'flops'"));
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    std::string key = it->first.Scalar();
+    auto v = r.number(it->second, "flops." + key, true);
+    if (!v)
+      return v.status();
+    spec.flops[key] = *v;
+  }
+  if (!spec.flops.count("float32"))
+    return r.errorAt(n, "missing key 'float32' in 'flops' (the rate of non-tensor-core work)");
+  return Status::ok();
+}
+
+Status readEfficiency(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
+  NNSC_RETURN_IF_ERROR(r.checkKeys(n, {"matmul", "memory"}, "'efficiency'"));
+  for (const char *key : {"matmul", "memory"}) {
+    auto node = r.require(n, key, "'efficiency'");
+    if (!node)
+      return node.status();
+    auto v = r.number(*node, fmt::format("efficiency.{}", key), true);
+    if (!v)
+      return v.status();
+    if (*v > 1)
+      return r.errorAt(*node, fmt::format("'efficiency.{}' is a fraction of peak, at most 1; "
+                                          "got {}",
+                                          key, node->Scalar()));
+    (std::string(key) == "matmul" ? spec.matmulEfficiency : spec.memoryEfficiency) = *v;
+  }
+  return Status::ok();
+}
+
+Status readNumbers(const YamlReader &r, const YAML::Node &root, DeviceSpec &spec) {
+  struct Field {
+    const char *key;
+    double *out;
+  };
+  for (Field f :
+       {Field{"memory_bytes", &spec.memoryBytes}, Field{"memory_bandwidth", &spec.memoryBandwidth},
+        Field{"launch_floor", &spec.launchFloor}}) {
+    auto node = r.require(root, f.key, "the device spec");
+    if (!node)
+      return node.status();
+    auto v = r.number(*node, f.key, std::string(f.key) != "launch_floor");
+    if (!v)
+      return v.status();
+    *f.out = *v;
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Expected<DeviceSpec> parseDeviceSpec(const std::string &text, const std::string &path) {
+  YamlReader r(path, text);
+  auto root = r.root();
+  if (!root)
+    return root.status();
+  NNSC_RETURN_IF_ERROR(r.checkKeys(*root,
+                                   {"name", "description", "sources", "flops", "memory_bytes",
+                                    "memory_bandwidth", "launch_floor", "efficiency"},
+                                   "the device spec"));
+  DeviceSpec spec;
+  auto name = r.require(*root, "name", "the device spec");
+  if (!name)
+    return name.status();
+  auto nameText = r.string(*name, "name");
+  if (!nameText)
+    return nameText.status();
+  spec.name = *nameText;
+  if (YAML::Node d = (*root)["description"]) {
+    auto v = r.string(d, "description");
+    if (!v)
+      return v.status();
+    spec.description = *v;
+  }
+  if (YAML::Node s = (*root)["sources"])
+    NNSC_RETURN_IF_ERROR(readStrings(r, s, "sources", spec.sources));
+  auto flops = r.require(*root, "flops", "the device spec");
+  if (!flops)
+    return flops.status();
+  NNSC_RETURN_IF_ERROR(readFlops(r, *flops, spec));
+  NNSC_RETURN_IF_ERROR(readNumbers(r, *root, spec));
+  auto eff = r.require(*root, "efficiency", "the device spec");
+  if (!eff)
+    return eff.status();
+  NNSC_RETURN_IF_ERROR(readEfficiency(r, *eff, spec));
+  return spec;
+}
+
+Expected<DeviceSpec> loadDeviceSpec(const std::string &path) {
+  auto text = readFile(path);
+  if (!text)
+    return text.status();
+  return parseDeviceSpec(*text, path);
+}
+
+} // namespace nnsc::cost

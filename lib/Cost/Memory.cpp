@@ -1,0 +1,138 @@
+// Per-device memory: state, gradients, optimizer, saved activations.
+#include "nnsc/Cost/Memory.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace nnsc::cost {
+
+const char *optimizerName(Optimizer o) {
+  switch (o) {
+  case Optimizer::Sgd:
+    return "sgd";
+  case Optimizer::Momentum:
+    return "momentum";
+  case Optimizer::Adam:
+    return "adam";
+  case Optimizer::AdamW:
+    return "adamw";
+  }
+  return "?";
+}
+
+const char *precisionName(Precision p) { return p == Precision::Mixed ? "mixed" : "fp32"; }
+
+Expected<Optimizer> parseOptimizer(const std::string &name) {
+  for (Optimizer o : {Optimizer::Sgd, Optimizer::Momentum, Optimizer::Adam, Optimizer::AdamW})
+    if (name == optimizerName(o))
+      return o;
+  return errorf("error: unknown optimizer '{}'; expected one of: adam, adamw, momentum, sgd", name);
+}
+
+Expected<Precision> parsePrecision(const std::string &name) {
+  if (name == "fp32")
+    return Precision::Float32;
+  if (name == "mixed")
+    return Precision::Mixed;
+  return errorf("error: unknown precision '{}'; expected one of: fp32, mixed", name);
+}
+
+double optimizerBytesPerElement(const MemoryOptions &options) {
+  double states = 0;
+  if (options.optimizer == Optimizer::Momentum)
+    states = 4;
+  else if (options.optimizer == Optimizer::Adam || options.optimizer == Optimizer::AdamW)
+    states = 8;
+  return states + (options.precision == Precision::Mixed ? 4 : 0);
+}
+
+namespace {
+
+void addState(const DeviceLoad &load, const MemoryOptions &o, DeviceMemory &m) {
+  double dp = std::max(1, o.dpSize);
+  for (const StateHolding &s : load.state) {
+    bool mixed = o.precision == Precision::Mixed && ir::isFloatingPoint(s.dtype);
+    double elt = mixed ? 2 : static_cast<double>(ir::dtypeSize(s.dtype));
+    m.paramElements += s.elements;
+    m.paramBytes += s.elements * elt / (o.zero >= 3 && s.trainable ? dp : 1);
+    if (!s.trainable)
+      continue;
+    m.gradBytes += s.elements * elt / (o.zero >= 2 ? dp : 1);
+    m.optimizerBytes += s.elements * optimizerBytesPerElement(o) / (o.zero >= 1 ? dp : 1);
+  }
+}
+
+// Tensors a set of parts keeps, by id (largest local piece), plus extras.
+struct Kept {
+  std::map<int64_t, double> tensors;
+  double extra = 0;
+  double bytes() const {
+    double b = extra;
+    for (const auto &[id, bytes] : tensors)
+      b += bytes;
+    return b;
+  }
+  void add(int64_t id, const TensorInfo &t) {
+    if (t.isState)
+      return; // parameters and buffers live anyway
+    double &b = tensors[id];
+    b = std::max(b, t.bytes());
+  }
+};
+
+void keepSaved(const DevicePart &part, const OpCost &cost, Kept &kept) {
+  for (int i : cost.saved.inputs)
+    kept.add(part.inputIds[static_cast<size_t>(i)], part.shapes.inputs[static_cast<size_t>(i)]);
+  for (int o : cost.saved.outputs)
+    kept.add(part.outputIds[static_cast<size_t>(o)], part.shapes.outputs[static_cast<size_t>(o)]);
+  kept.extra += cost.saved.extraBytes;
+}
+
+// The backward working set of one part: output gradients in, input
+// gradients out.
+double backwardWorkingSet(const DevicePart &part, const OpCost &cost) {
+  if (cost.backward.kernels == 0)
+    return 0;
+  double b = 0;
+  for (const TensorInfo &t : part.shapes.outputs)
+    b += t.bytes();
+  for (const TensorInfo &t : part.shapes.inputs)
+    if (t.needsGrad)
+      b += t.bytes();
+  return b;
+}
+
+} // namespace
+
+DeviceMemory deviceMemory(const DeviceLoad &load, const MemoryOptions &options) {
+  DeviceMemory m;
+  m.device = load.device;
+  addState(load, options, m);
+  Kept kept;
+  std::map<int, Kept> groupSaved;           // what each recompute group recomputes
+  std::map<int, std::set<int64_t>> written; // tensors each group writes
+  double step = 0;
+  for (const DevicePart &part : load.parts) {
+    OpCost cost = opCost(part.shapes);
+    step = std::max(step, backwardWorkingSet(part, cost));
+    if (part.recomputeGroup < 0) {
+      keepSaved(part, cost, kept);
+      continue;
+    }
+    keepSaved(part, cost, groupSaved[part.recomputeGroup]);
+    for (size_t i = 0; i < part.inputIds.size(); ++i)
+      if (!written[part.recomputeGroup].count(part.inputIds[i]))
+        kept.add(part.inputIds[i], part.shapes.inputs[i]); // a group input
+    for (int64_t o : part.outputIds)
+      written[part.recomputeGroup].insert(o);
+  }
+  double group = 0;
+  for (const auto &[g, k] : groupSaved)
+    group = std::max(group, k.bytes());
+  m.activationBytes = kept.bytes();
+  m.transientBytes = std::max(step, group);
+  return m;
+}
+
+} // namespace nnsc::cost

@@ -1,0 +1,105 @@
+// The step-time model (StepTime.h).
+#include "nnsc/Cost/StepTime.h"
+
+#include <algorithm>
+#include <map>
+
+namespace nnsc::cost {
+
+namespace {
+
+ir::DType partDType(const OpShapes &p, ir::DType forced) {
+  if (forced != ir::DType::Unspecified)
+    return forced;
+  for (const TensorInfo &t : p.outputs)
+    if (ir::isFloatingPoint(t.dtype))
+      return t.dtype;
+  return ir::DType::Float32;
+}
+
+struct Bucket {
+  double ready = 0; ///< seconds into the backward when its last gradient is ready
+  int64_t bytes = 0;
+  std::vector<int> ranks;
+};
+
+// The runtime's buckets (Runtime/Reducer.h): per reducer group, shards in
+// reverse registration (tensor) order, a bucket closed once it reaches
+// bucketBytes.
+std::vector<Bucket> buildBuckets(const std::vector<GradShard> &grads,
+                                 const std::vector<double> &readyAfter, int64_t bucketBytes) {
+  std::map<std::vector<int>, std::vector<const GradShard *>> byGroup;
+  for (const GradShard &g : grads)
+    if (g.ranks.size() > 1)
+      byGroup[g.ranks].push_back(&g);
+  std::vector<Bucket> buckets;
+  for (auto &[ranks, shards] : byGroup) {
+    std::sort(shards.begin(), shards.end(),
+              [](const GradShard *a, const GradShard *b) { return a->tensor > b->tensor; });
+    Bucket b{0, 0, ranks};
+    for (const GradShard *g : shards) {
+      b.bytes += g->bytes;
+      b.ready = std::max(b.ready, readyAfter[static_cast<size_t>(g->firstReader)]);
+      if (b.bytes >= bucketBytes) {
+        buckets.push_back(b);
+        b = Bucket{0, 0, ranks};
+      }
+    }
+    if (b.bytes > 0)
+      buckets.push_back(b);
+  }
+  std::stable_sort(buckets.begin(), buckets.end(),
+                   [](const Bucket &a, const Bucket &b) { return a.ready < b.ready; });
+  return buckets;
+}
+
+// Optimizer update: a memory-bound pass over parameters, gradients and
+// states (sgd reads p, g, writes p; momentum adds the buffer's read and
+// write; adam(w) both moments), one kernel per tensor.
+double optimizerSeconds(const StepInput &in, const Cluster &c, const MemoryOptions &o) {
+  double perElement = 3 * 4 + 2 * optimizerBytesPerElement(o);
+  Work w{in.trainableElements * 4, in.trainableElements * perElement, in.trainableTensors, false};
+  return workSeconds(w, ir::DType::Float32, c.device);
+}
+
+} // namespace
+
+Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
+                                 const StepOptions &options) {
+  StepBreakdown s;
+  s.device = in.device;
+  s.microBatches = std::max(1, options.microBatches);
+  std::vector<double> backward(in.parts.size());
+  for (size_t i = 0; i < in.parts.size(); ++i) {
+    OpCost cost = opCost(in.parts[i]);
+    ir::DType dt = partDType(in.parts[i], options.computeDType);
+    s.forwardCompute += workSeconds(cost.forward, dt, cluster.device);
+    backward[i] = workSeconds(cost.backward, dt, cluster.device);
+    s.backwardCompute += backward[i];
+  }
+  for (const CommCall &call : in.comm) {
+    auto t = cluster.commTime(call.collective, call.bytes, call.ranks);
+    if (!t)
+      return t.status();
+    (call.backward ? s.backwardComm : s.forwardComm) += *t;
+  }
+  // Backward runs the parts in reverse: part i's gradients are ready once
+  // the backward of parts i..end has run.
+  std::vector<double> readyAfter(in.parts.size() + 1, 0);
+  for (size_t i = in.parts.size(); i-- > 0;)
+    readyAfter[i] = readyAfter[i + 1] + backward[i];
+  double end = 0;
+  for (const Bucket &b : buildBuckets(in.grads, readyAfter, options.bucketBytes)) {
+    auto t = cluster.commTime(Collective::AllReduce, b.bytes, b.ranks);
+    if (!t)
+      return t.status();
+    end = std::max(end, b.ready) + *t;
+    s.gradReduce += *t;
+    ++s.buckets;
+  }
+  s.gradReduceExposed = std::max(0.0, end - s.backwardCompute);
+  s.optimizer = optimizerSeconds(in, cluster, options.memory);
+  return s;
+}
+
+} // namespace nnsc::cost

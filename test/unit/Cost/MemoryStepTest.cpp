@@ -1,0 +1,138 @@
+// Memory per device (saved activations, recompute, optimizer states, ZeRO)
+// and the step-time model (compute, gradient all-reduce overlap).
+#include "../CatchCompat.h"
+
+#include "nnsc/Cost/StepTime.h"
+
+using namespace nnsc;
+using cost::TensorInfo;
+
+namespace {
+
+TensorInfo act(ir::Shape s, bool grad = true) {
+  return TensorInfo{std::move(s), ir::DType::Float32, grad, false};
+}
+
+// x[4, 16] -> linear(W[8, 16]) -> relu -> dropout -> softmax -> sum, tensor
+// ids 0 (x), 1 (W), 2.. outputs.
+struct Chain {
+  std::vector<ir::Node> nodes{5};
+  cost::DeviceLoad load;
+  Chain() {
+    const char *ops[] = {"aten::linear", "aten::relu", "aten::dropout", "aten::softmax",
+                         "aten::sum"};
+    for (int i = 0; i < 5; ++i) {
+      nodes[static_cast<size_t>(i)].op = ops[i];
+      cost::DevicePart p;
+      p.node = i;
+      p.shapes.node = &nodes[static_cast<size_t>(i)];
+      if (i == 0) {
+        p.shapes.inputs = {act({4, 16}, false),
+                           TensorInfo{{8, 16}, ir::DType::Float32, true, true}};
+        p.inputIds = {0, 1};
+      } else {
+        p.shapes.inputs = {act({4, 8})};
+        p.inputIds = {i + 1};
+      }
+      p.shapes.outputs = {i == 4 ? act({}) : act({4, 8})};
+      p.outputIds = {i + 2};
+      load.parts.push_back(p);
+    }
+    load.state.push_back({1, 128, ir::DType::Float32, true});
+  }
+};
+
+} // namespace
+
+TEST_CASE("activations are what each op saves, counted once", "[cost]") {
+  Chain c;
+  cost::DeviceMemory m = cost::deviceMemory(c.load, {});
+  // linear keeps x (256 B; W is a parameter), relu its output (128), dropout
+  // its byte mask (32), softmax its output (128), sum nothing.
+  CHECK(m.activationBytes == 256 + 128 + 32 + 128);
+  CHECK(m.paramBytes == 512);
+  CHECK(m.gradBytes == 512);
+  CHECK(m.optimizerBytes == 128 * 8); // AdamW exp_avg + exp_avg_sq
+  // The largest backward step: linear's output gradient and W's gradient.
+  CHECK(m.transientBytes == 128 + 512);
+}
+
+TEST_CASE("a recompute group keeps only its inputs", "[cost]") {
+  Chain c;
+  for (int i = 1; i <= 3; ++i)
+    c.load.parts[static_cast<size_t>(i)].recomputeGroup = 0;
+  cost::DeviceMemory m = cost::deviceMemory(c.load, {});
+  CHECK(m.activationBytes == 256 + 128); // x, and the group's input (linear's output)
+  c.load.state.clear();
+  c.load.parts[0].shapes.inputs[1].needsGrad = false; // no W gradient: the group dominates
+  m = cost::deviceMemory(c.load, {});
+  CHECK(m.transientBytes == 128 + 32 + 128);
+}
+
+TEST_CASE("optimizer states per optimizer, precision and ZeRO", "[cost]") {
+  Chain c;
+  cost::MemoryOptions o;
+  o.optimizer = cost::Optimizer::Sgd;
+  CHECK(cost::deviceMemory(c.load, o).optimizerBytes == 0);
+  o.optimizer = cost::Optimizer::Momentum;
+  CHECK(cost::deviceMemory(c.load, o).optimizerBytes == 128 * 4);
+  o.optimizer = cost::Optimizer::Adam;
+  o.precision = cost::Precision::Mixed;
+  cost::DeviceMemory m = cost::deviceMemory(c.load, o);
+  CHECK(m.paramBytes + m.gradBytes + m.optimizerBytes == 16 * 128); // ZeRO paper's 16 B/param
+  o.zero = 1;
+  o.dpSize = 4;
+  m = cost::deviceMemory(c.load, o);
+  CHECK(m.optimizerBytes == 12 * 128 / 4);
+  CHECK(m.gradBytes == 2 * 128);
+  o.zero = 3;
+  m = cost::deviceMemory(c.load, o);
+  CHECK(m.paramBytes == 2 * 128 / 4);
+}
+
+TEST_CASE("step time: compute, and the gradient all-reduce exposed after backward", "[cost]") {
+  Chain c;
+  cost::Cluster cluster;
+  cluster.device.name = "test";
+  cluster.device.flops = {{"float32", 1e12}};
+  cluster.device.memoryBandwidth = 1e11;
+  cluster.device.launchFloor = 1e-6;
+  cost::CommTable table;
+  REQUIRE(table
+              .add({cost::Collective::AllReduce,
+                    2,
+                    cost::Placement::Intra,
+                    {{1, 1e-3}, {1e9, 1e-3 + 1}}})
+              .isOk());
+  cluster.comm = table;
+  cost::StepInput in;
+  for (const cost::DevicePart &p : c.load.parts)
+    in.parts.push_back(p.shapes);
+  in.grads.push_back({1, 1000000, {0, 1}, 0});
+  in.trainableElements = 128;
+  in.trainableTensors = 1;
+  auto s = cost::stepTime(in, cluster, {});
+  REQUIRE(s.isOk());
+  double fwd = 0, bwd = 0;
+  for (const auto &p : in.parts) {
+    cost::OpCost oc = cost::opCost(p);
+    fwd += cost::workSeconds(oc.forward, ir::DType::Float32, cluster.device);
+    bwd += cost::workSeconds(oc.backward, ir::DType::Float32, cluster.device);
+  }
+  CHECK(s->forwardCompute == Catch::Approx(fwd));
+  CHECK(s->backwardCompute == Catch::Approx(bwd));
+  // W's gradient is ready when the whole backward has run: nothing hides it.
+  CHECK(s->gradReduce == Catch::Approx(1e-3 + 1e6 * (1.0 / 1e9)));
+  CHECK(s->gradReduceExposed == Catch::Approx(s->gradReduce));
+  CHECK(s->buckets == 1);
+  CHECK(s->total() == Catch::Approx(fwd + bwd + s->gradReduce + s->optimizer));
+  // A gradient ready early (its reader is the last part) overlaps the rest.
+  in.grads[0].firstReader = 4;
+  s = cost::stepTime(in, cluster, {});
+  CHECK(s->gradReduceExposed < s->gradReduce);
+  // Two micro-batches: compute twice, the reduce once.
+  cost::StepOptions two;
+  two.microBatches = 2;
+  auto s2 = cost::stepTime(in, cluster, two);
+  CHECK(s2->total() == Catch::Approx(s->total() + fwd + bwd));
+}

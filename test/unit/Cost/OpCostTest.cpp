@@ -1,0 +1,200 @@
+// Op FLOP and byte counts against hand-computed values, and the op table's
+// coverage of the op library.
+#include "../CatchCompat.h"
+
+#include "nnsc/Cost/OpCost.h"
+#include "nnsc/Ops/OpRegistry.h"
+
+using namespace nnsc;
+using cost::OpShapes;
+using cost::TensorInfo;
+using ir::DType;
+
+namespace {
+
+TensorInfo act(ir::Shape s, bool grad = true, DType dt = DType::Float32) {
+  return TensorInfo{std::move(s), dt, grad, false};
+}
+TensorInfo param(ir::Shape s) { return TensorInfo{std::move(s), DType::Float32, true, true}; }
+TensorInfo index(ir::Shape s) { return TensorInfo{std::move(s), DType::Int64, false, false}; }
+
+struct Part {
+  ir::Node node;
+  OpShapes shapes;
+  Part(const std::string &op, std::vector<TensorInfo> in, std::vector<TensorInfo> out,
+       std::vector<ir::Argument> args = {}) {
+    node.op = op;
+    node.args = std::move(args);
+    shapes.node = &node;
+    shapes.inputs = std::move(in);
+    shapes.outputs = std::move(out);
+  }
+  cost::OpCost cost() {
+    shapes.node = &node;
+    return cost::opCost(shapes);
+  }
+};
+
+} // namespace
+
+TEST_CASE("every op of the op library has a cost class", "[cost]") {
+  ops::OpRegistry registry = ops::OpRegistry::builtin();
+  std::vector<std::string> missing;
+  for (const std::string &op : registry.ops())
+    if (!cost::costClassOf(op))
+      missing.push_back(op);
+  INFO("ops without a cost class: " << [&] {
+    std::string s;
+    for (const auto &m : missing)
+      s += m + " ";
+    return s;
+  }());
+  CHECK(missing.empty());
+  CHECK(registry.ops().size() > 250);
+  CHECK(cost::costClassOf("aten::add_") == cost::CostClass::Elementwise);
+  CHECK(cost::costClassOf("aten::view") == cost::CostClass::View);
+  CHECK_FALSE(cost::costClassOf("aten::no_such_op"));
+}
+
+TEST_CASE("linear: 2mnk forward, one GEMM per gradient backward", "[cost]") {
+  // x [4, 8, 16] -> M = 32, k = 16; w [32, 16] -> n = 32; bias [32].
+  Part p("aten::linear", {act({4, 8, 16}), param({32, 16}), param({32})}, {act({4, 8, 32})});
+  cost::OpCost c = p.cost();
+  CHECK(c.cls == cost::CostClass::Matmul);
+  CHECK(c.forward.flops == 2.0 * 32 * 32 * 16 + 32 * 32);
+  CHECK(c.forward.bytes == 2048 + 2048 + 128 + 4096);
+  CHECK(c.forward.matmul);
+  CHECK(c.backward.flops == 2 * 2.0 * 32 * 32 * 16 + 32 * 32);
+  CHECK(c.backward.bytes == (4096 + 2048 + 2048) * 2 + 4096 + 128);
+  CHECK(c.backward.kernels == 3);
+  CHECK(c.saved.inputs == std::vector<int>{0, 1});
+  // Input data needs no gradient: only the weight's GEMM (and the bias).
+  p.shapes.inputs[0].needsGrad = false;
+  c = p.cost();
+  CHECK(c.backward.flops == 2.0 * 32 * 32 * 16 + 32 * 32);
+  CHECK(c.saved.inputs == std::vector<int>{0});
+}
+
+TEST_CASE("matmul and bmm: 2 * numel(out) * k", "[cost]") {
+  Part p("aten::matmul", {act({2, 3, 4, 5}), act({2, 3, 5, 6})}, {act({2, 3, 4, 6})});
+  cost::OpCost c = p.cost();
+  CHECK(c.forward.flops == 2.0 * 144 * 5);
+  CHECK(c.backward.flops == 2 * 2.0 * 144 * 5);
+  Part bmm("aten::bmm", {act({8, 16, 32}, false), act({8, 32, 4})}, {act({8, 16, 4})});
+  c = bmm.cost();
+  CHECK(c.forward.flops == 2.0 * 8 * 16 * 4 * 32);
+  CHECK(c.backward.flops == 2.0 * 8 * 16 * 4 * 32);
+  CHECK(c.saved.inputs == std::vector<int>{0});
+}
+
+TEST_CASE("attention: QK^T, softmax, PV; backward 2.5x the matmuls; causal halves", "[cost]") {
+  // q, k, v [2, 4, 8, 16]: B = 8, L = S = 8, E = 16.
+  std::vector<TensorInfo> in = {act({2, 4, 8, 16}), act({2, 4, 8, 16}), act({2, 4, 8, 16})};
+  Part p("aten::scaled_dot_product_attention", in, {act({2, 4, 8, 16})}, {{"is_causal", false}});
+  cost::OpCost c = p.cost();
+  double mm = 2.0 * 8 * 8 * 8 * (16 + 16), scores = 8 * 8 * 8;
+  CHECK(c.forward.flops == mm + 5 * scores);
+  CHECK(c.backward.flops == 2.5 * mm + 4 * scores);
+  CHECK(c.forward.bytes == 4 * 4096 + 8 * 8 * 4);
+  CHECK(c.saved.inputs == std::vector<int>{0, 1, 2});
+  CHECK(c.saved.outputs == std::vector<int>{0});
+  CHECK(c.saved.extraBytes == 8 * 8 * 4);
+  Part causal("aten::scaled_dot_product_attention", in, {act({2, 4, 8, 16})},
+              {{"is_causal", true}});
+  CHECK(causal.cost().forward.flops == (mm + 5 * scores) / 2);
+}
+
+TEST_CASE("conv: 2 * N * out positions * numel(weight); groups and stride by shape", "[cost]") {
+  Part p("aten::conv2d", {act({2, 3, 8, 8}, false), param({4, 3, 3, 3}), param({4})},
+         {act({2, 4, 6, 6})});
+  cost::OpCost c = p.cost();
+  CHECK(c.cls == cost::CostClass::Conv);
+  CHECK(c.forward.flops == 2.0 * 2 * 36 * 108 + 288);
+  CHECK(c.backward.flops == 2.0 * 2 * 36 * 108 + 288); // weight and bias grads only
+  Part groups("aten::conv2d", {act({2, 4, 8, 8}), param({4, 1, 3, 3})}, {act({2, 4, 6, 6})});
+  CHECK(groups.cost().forward.flops == 2.0 * 2 * 36 * 36);
+  CHECK(groups.cost().backward.flops == 2 * 2.0 * 2 * 36 * 36);
+  Part strided("aten::conv2d", {act({2, 3, 8, 8}), param({4, 3, 3, 3})}, {act({2, 4, 3, 3})});
+  CHECK(strided.cost().forward.flops == 2.0 * 2 * 9 * 108);
+  Part conv1d("aten::conv1d", {act({1, 2, 10}), param({3, 2, 4})}, {act({1, 3, 7})});
+  CHECK(conv1d.cost().forward.flops == 2.0 * 7 * 24);
+}
+
+TEST_CASE("layer_norm: 8 per element forward, 12 + weight/bias backward, saves stats", "[cost]") {
+  Part p("aten::layer_norm", {act({4, 10, 32}), param({32}), param({32})}, {act({4, 10, 32})},
+         {{"normalized_shape", std::vector<int64_t>{32}}});
+  cost::OpCost c = p.cost();
+  double n = 1280, stats = 40 * 2 * 4;
+  CHECK(c.forward.flops == 8 * n);
+  CHECK(c.forward.bytes == 5120 + 128 + 128 + 5120 + stats);
+  CHECK(c.backward.flops == 12 * n + 2 * 2 * n);
+  CHECK(c.saved.inputs == std::vector<int>{0});
+  CHECK(c.saved.extraBytes == stats);
+}
+
+TEST_CASE("embedding: gather forward; zero + index_add backward", "[cost]") {
+  Part p("aten::embedding", {param({100, 16}), index({4, 8})}, {act({4, 8, 16})});
+  cost::OpCost c = p.cost();
+  CHECK(c.forward.flops == 0);
+  CHECK(c.forward.bytes == 2 * 2048 + 256);
+  CHECK(c.backward.flops == 512);
+  CHECK(c.backward.bytes == 6400 + 2048 + 256 + 2 * 2048);
+  CHECK(c.backward.kernels == 2);
+  CHECK(c.saved.inputs == std::vector<int>{1});
+}
+
+TEST_CASE("cross_entropy: log_softmax + nll forward and backward", "[cost]") {
+  Part p("aten::cross_entropy_loss", {act({8, 10}), index({8})}, {act({})});
+  cost::OpCost c = p.cost();
+  CHECK(c.forward.flops == 5 * 80 + 2 * 8);
+  CHECK(c.forward.bytes == 3 * 320 + 64 + 4);
+  CHECK(c.backward.flops == 4 * 80 + 8);
+  CHECK(c.backward.bytes == 4 * 320 + 64);
+  CHECK(c.saved.extraBytes == 320); // the log-probabilities
+  CHECK(c.saved.inputs == std::vector<int>{1});
+}
+
+TEST_CASE("saved tensors per op class", "[cost]") {
+  auto saved = [](const std::string &op, std::vector<TensorInfo> in) {
+    Part p(op, std::move(in), {act({4, 8})});
+    return p.cost().saved;
+  };
+  CHECK(saved("aten::relu", {act({4, 8})}).outputs == std::vector<int>{0});
+  CHECK(saved("aten::relu", {act({4, 8})}).inputs.empty());
+  CHECK(saved("aten::gelu", {act({4, 8})}).inputs == std::vector<int>{0});
+  CHECK(saved("aten::dropout", {act({4, 8})}).extraBytes == 32); // a byte mask
+  CHECK(saved("aten::softmax", {act({4, 8})}).outputs == std::vector<int>{0});
+  CHECK(saved("aten::add", {act({4, 8}), act({4, 8})}).inputs.empty());
+  CHECK(saved("aten::mul", {act({4, 8}), act({4, 8})}).inputs == std::vector<int>{0, 1});
+  CHECK(saved("aten::view", {act({32})}).inputs.empty());
+  // No gradient flows: nothing is saved and there is no backward.
+  Part frozen("aten::gelu", {act({4, 8}, false)}, {act({4, 8}, false)});
+  CHECK(frozen.cost().saved.inputs.empty());
+  CHECK(frozen.cost().backward.kernels == 0);
+}
+
+TEST_CASE("views move nothing; copies move their bytes", "[cost]") {
+  Part view("aten::permute", {act({4, 8})}, {act({8, 4})});
+  CHECK(view.cost().forward.bytes == 0);
+  CHECK(view.cost().backward.bytes == 0);
+  Part copy("aten::contiguous", {act({4, 8})}, {act({4, 8})});
+  CHECK(copy.cost().forward.bytes == 256);
+  CHECK(copy.cost().forward.flops == 0);
+  Part cat("aten::cat", {act({4, 8}), act({4, 8})}, {act({8, 8})});
+  CHECK(cat.cost().forward.bytes == 512);
+}
+
+TEST_CASE("workSeconds is the roofline plus the launch floor", "[cost]") {
+  cost::DeviceSpec d;
+  d.flops = {{"float32", 1e12}, {"bfloat16", 4e12}};
+  d.memoryBandwidth = 1e11;
+  d.launchFloor = 1e-6;
+  d.matmulEfficiency = 0.5;
+  d.memoryEfficiency = 0.5;
+  cost::Work mm{4e9, 1e6, 1, true};
+  CHECK(cost::workSeconds(mm, DType::BFloat16, d) == Catch::Approx(4e9 / 2e12 + 1e-6));
+  CHECK(cost::workSeconds(mm, DType::Float32, d) == Catch::Approx(4e9 / 5e11 + 1e-6));
+  cost::Work mem{1e3, 1e9, 2, false};
+  CHECK(cost::workSeconds(mem, DType::BFloat16, d) == Catch::Approx(1e9 / 5e10 + 2e-6));
+  CHECK(cost::workSeconds(cost::Work{}, DType::Float32, d) == 0);
+}
