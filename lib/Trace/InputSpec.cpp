@@ -111,12 +111,16 @@ Expected<InputSpec> readInputSpec(const std::string &path) {
   auto text = readFile(path);
   if (!text)
     return text.status();
+  return parseInputSpec(*text, path);
+}
+
+Expected<InputSpec> parseInputSpec(const std::string &text, const std::string &path) {
   YAML::Node root;
   try {
-    root = YAML::Load(*text);
+    root = YAML::Load(text);
   } catch (const YAML::Exception &ex) {
     SourcePos pos{path, ex.mark.line + 1, ex.mark.column + 1};
-    return Status::error(formatErrorWithSnippet(pos, ex.msg, *text));
+    return Status::error(formatErrorWithSnippet(pos, ex.msg, text));
   }
   if (!root.IsMap())
     return Status::error(formatError({path, 1, 1}, "expected a map with key 'inputs'"));
