@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "JsonInts.h"
+
 namespace nnsc::rt {
 
 namespace {
@@ -43,18 +45,18 @@ nlohmann::json metaToJson(const CheckpointMeta &m) {
 Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string &file) {
   CheckpointMeta m;
   try {
-    m.step = j.at("step").get<int64_t>();
-    m.dataPosition = j.at("data_position").get<int64_t>();
+    m.step = jsonIntAt<int64_t>(j, "step");
+    m.dataPosition = jsonIntAt<int64_t>(j, "data_position");
     m.lrSchedule = j.at("lr_schedule").at("name").get<std::string>();
     m.baseLr = j.at("lr_schedule").at("base_lr").get<double>();
     m.lastLr = j.at("lr_schedule").at("last_lr").get<double>();
     m.rngState = fromHex(j.at("rng_state").get<std::string>());
     m.configHash = j.at("config_hash").get<std::string>();
-    m.rank = j.at("rank").get<int>();
-    m.worldSize = j.at("world_size").get<int>();
-    m.dpSize = j.at("dp_size").get<int>();
-    m.dpRank = j.at("dp_rank").get<int>();
-    m.planNgpus = j.at("plan_ngpus").get<int>();
+    m.rank = jsonIntAt<int>(j, "rank");
+    m.worldSize = jsonIntAt<int>(j, "world_size");
+    m.dpSize = jsonIntAt<int>(j, "dp_size");
+    m.dpRank = jsonIntAt<int>(j, "dp_rank");
+    m.planNgpus = jsonIntAt<int>(j, "plan_ngpus");
     m.modelName = j.value("model_name", "");
   } catch (const nlohmann::json::exception &ex) {
     return errorf("{}: error: bad checkpoint metadata: {}", file, ex.what());
