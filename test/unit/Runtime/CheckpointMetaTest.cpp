@@ -1,5 +1,5 @@
 // rank{r}.json read from text (fuzz/FuzzCheckpointMeta.cpp's findings).
-#include "CatchCompat.h"
+#include "../CatchCompat.h"
 
 #include "nnsc/Runtime/CheckpointMeta.h"
 
