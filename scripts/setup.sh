@@ -13,10 +13,11 @@ PACKAGES=(
   python3-yaml python3-numpy
 )
 # lit and FileCheck come with the release's own LLVM: 14 on Debian 12, 19 on
-# Debian 13 (CMake finds whichever is installed, newest first).
+# Debian 13 (CMake finds whichever is installed, newest first). On Debian 12
+# also libFuzzer (with clang-14) for the fuzz targets (bench/fuzz.sh).
 . /etc/os-release
 case "${VERSION_CODENAME:-}" in
-  bookworm) PACKAGES+=(llvm-14-tools) ;;
+  bookworm) PACKAGES+=(llvm-14-tools libfuzzer-14-dev) ;;
   trixie) PACKAGES+=(llvm-19-tools) ;;
   *) echo "setup: warning: untested release '${PRETTY_NAME:-unknown}'; trying llvm-19-tools" >&2
      PACKAGES+=(llvm-19-tools) ;;

@@ -138,8 +138,12 @@ Expected<proto::RankManifest> readManifest(const std::string &path) {
   auto bytes = readFile(path);
   if (!bytes)
     return bytes.status();
+  return parseManifest(*bytes, path);
+}
+
+Expected<proto::RankManifest> parseManifest(const std::string &bytes, const std::string &path) {
   proto::RankManifest m;
-  if (!m.ParseFromString(*bytes) || m.program().empty() || m.world_size() <= 0)
+  if (!m.ParseFromString(bytes) || m.program().empty() || m.world_size() <= 0)
     return errorf("{}: error: not an nnsc rank manifest (written by nnsc-codegen)", path);
   if (m.format_version() == 0 || m.format_version() > kManifestFormatVersion)
     return errorf("{}: error: unsupported manifest format version {} (this build reads 1..{})",

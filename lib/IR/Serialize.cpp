@@ -223,8 +223,12 @@ Expected<Graph> readGraph(const std::string &path) {
   auto bytes = readFile(path);
   if (!bytes)
     return bytes.status();
+  return parseGraph(*bytes, path);
+}
+
+Expected<Graph> parseGraph(const std::string &bytes, const std::string &path) {
   proto::Graph p;
-  if (!p.ParseFromString(*bytes))
+  if (!p.ParseFromString(bytes))
     return errorf("{}: error: not an nnsc graph (protobuf parse failed; truncated or another "
                   "format?)",
                   path);

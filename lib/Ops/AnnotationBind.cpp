@@ -197,8 +197,8 @@ Status Binder::bindMerged(const DimAnno &dim, int64_t size, const std::string &w
     auto it = b_.sizes.find(id.name);
     if (it == b_.sizes.end())
       unknown.push_back(id.name);
-    else
-      product *= it->second;
+    else if (__builtin_mul_overflow(product, it->second, &product))
+      return errorf("{}: the sizes of {} multiply past 64 bits", where, dimText(dim));
   }
   if (unknown.empty() && product != size)
     return errorf("{}: {} multiplies to {} but the dim has size {}", where, dimText(dim), product,
@@ -249,7 +249,9 @@ Status Binder::inferOutputs() {
         auto it = b_.sizes.find(id.name);
         if (it == b_.sizes.end())
           return errorf("output {} dim {}: the size of '{}' is unknown", o, d, id.name);
-        size *= it->second;
+        if (__builtin_mul_overflow(size, it->second, &size))
+          return errorf("output {} dim {}: the sizes of {} multiply past 64 bits", o, d,
+                        dimText(shape.dims[d]));
       }
       inferred.push_back(size);
     }

@@ -47,11 +47,16 @@ const DimIdent *findIdent(const BoundAnno &bound, const std::string &id) {
 /// of the members left of it, times `interleave`; 1 when `dim` lacks it.
 int64_t blocksIn(const BoundAnno &bound, const DimAnno &dim, const std::string &id,
                  int64_t interleave) {
+  // The members multiply to the dim's size, which interleave divides, so the
+  // product fits in int64 unless some member is 0: then the tensor is empty
+  // and any block count describes it; it keeps 1.
   int64_t left = 1;
   for (const DimIdent &member : dim.idents) {
+    int64_t next = 0;
     if (member.name == id)
-      return left * interleave;
-    left *= bound.sizes.at(member.name);
+      return __builtin_mul_overflow(left, interleave, &next) ? 1 : next;
+    if (__builtin_mul_overflow(left, bound.sizes.at(member.name), &left))
+      return 1;
   }
   return 1;
 }
@@ -93,7 +98,10 @@ Status checkSplittable(const BoundAnno &bound, const std::string &id, int n, int
   auto size = bound.sizes.find(id);
   if (size == bound.sizes.end())
     return Status::internal(fmt::format("dimension '{}' has no bound size", id));
-  if (size->second % (n * interleave) != 0 && interleave > 1)
+  // n * interleave past int64 is more blocks than any size has.
+  int64_t blocks = 0;
+  bool tooMany = __builtin_mul_overflow(static_cast<int64_t>(n), interleave, &blocks);
+  if (interleave > 1 && (tooMany || size->second % blocks != 0))
     return errorf("dimension '{}' has size {}, which is not divisible into {} blocks of {} "
                   "parts",
                   id, size->second, interleave, n);

@@ -152,7 +152,11 @@ Status OpRegistry::loadUserYaml(const std::string &path) {
   Expected<std::string> text = readFile(path);
   if (!text)
     return text.status();
-  Expected<UserOps> user = UserYamlReader(path, text.take()).read();
+  return loadUserYamlText(text.take(), path);
+}
+
+Status OpRegistry::loadUserYamlText(std::string text, const std::string &path) {
+  Expected<UserOps> user = UserYamlReader(path, std::move(text)).read();
   if (!user)
     return user.status();
   for (std::string &lib : user->libraries)

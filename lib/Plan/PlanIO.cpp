@@ -23,8 +23,12 @@ Expected<proto::Plan> readPlan(const std::string &path) {
   auto bytes = readFile(path);
   if (!bytes)
     return bytes.status();
+  return parsePlan(*bytes, path);
+}
+
+Expected<proto::Plan> parsePlan(const std::string &bytes, const std::string &path) {
   proto::Plan plan;
-  if (!plan.ParseFromString(*bytes) || plan.policy().empty() || plan.plan_ngpus() == 0)
+  if (!plan.ParseFromString(bytes) || plan.policy().empty() || plan.plan_ngpus() == 0)
     return errorf("{}: error: not an nnsc plan (written by nnsc-plan -o PLAN.pb)", path);
   Status st = checkPlanEnvelope(plan);
   if (!st)

@@ -5,7 +5,6 @@
 #include <mutex>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
 #include "TensorIO.h"
 #include "nnsc/Support/File.h"
@@ -17,68 +16,6 @@ namespace {
 
 std::string rankFile(const std::string &dir, int rank, const char *ext) {
   return (std::filesystem::path(dir) / fmt::format("rank{}.{}", rank, ext)).string();
-}
-
-std::string toHex(const std::string &bytes) {
-  static const char *kDigits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
-
-std::string fromHex(const std::string &hex) {
-  auto val = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    out += char(val(hex[i]) * 16 + val(hex[i + 1]));
-  return out;
-}
-
-nlohmann::json metaToJson(const CheckpointMeta &m) {
-  return {{"format", 1},
-          {"step", m.step},
-          {"data_position", m.dataPosition},
-          {"lr_schedule", {{"name", m.lrSchedule}, {"base_lr", m.baseLr}, {"last_lr", m.lastLr}}},
-          {"rng_state", toHex(m.rngState)},
-          {"config_hash", m.configHash},
-          {"rank", m.rank},
-          {"world_size", m.worldSize},
-          {"dp_size", m.dpSize},
-          {"dp_rank", m.dpRank},
-          {"plan_ngpus", m.planNgpus},
-          {"zero", m.zero},
-          {"model_name", m.modelName},
-          {"shards", shardsToJson(m.shards)}};
-}
-
-Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string &file) {
-  CheckpointMeta m;
-  try {
-    m.step = j.at("step").get<int64_t>();
-    m.dataPosition = j.at("data_position").get<int64_t>();
-    m.lrSchedule = j.at("lr_schedule").at("name").get<std::string>();
-    m.baseLr = j.at("lr_schedule").at("base_lr").get<double>();
-    m.lastLr = j.at("lr_schedule").at("last_lr").get<double>();
-    m.rngState = fromHex(j.at("rng_state").get<std::string>());
-    m.configHash = j.at("config_hash").get<std::string>();
-    m.rank = j.at("rank").get<int>();
-    m.worldSize = j.at("world_size").get<int>();
-    m.dpSize = j.at("dp_size").get<int>();
-    m.dpRank = j.at("dp_rank").get<int>();
-    m.planNgpus = j.at("plan_ngpus").get<int>();
-    m.modelName = j.value("model_name", "");
-    m.zero = j.value("zero", 0);
-  } catch (const nlohmann::json::exception &ex) {
-    return errorf("{}: error: bad checkpoint metadata: {}", file, ex.what());
-  }
-  auto shards = shardsFromJson(j.value("shards", nlohmann::json::array()), file);
-  if (!shards)
-    return shards.status();
-  m.shards = shards.take();
-  return m;
 }
 
 } // namespace
@@ -96,7 +33,7 @@ Status writeRankCheckpoint(const std::string &dir, int rank, const RankState &st
     add("optim/" + name, t);
   NNSC_RETURN_IF_ERROR(writeSafetensors(rankFile(dir, rank, "safetensors"), entries,
                                         {{"format", "pt"}, {"nnsc.checkpoint", "1"}}));
-  return writeFileAtomic(rankFile(dir, rank, "json"), metaToJson(state.meta).dump(1) + "\n");
+  return writeFileAtomic(rankFile(dir, rank, "json"), checkpointMetaText(state.meta));
 }
 
 Expected<CheckpointMeta> readCheckpointMeta(const std::string &dir, int rank) {
@@ -104,13 +41,7 @@ Expected<CheckpointMeta> readCheckpointMeta(const std::string &dir, int rank) {
   auto text = readFile(path);
   if (!text)
     return text.status();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(*text);
-  } catch (const nlohmann::json::exception &ex) {
-    return errorf("{}: error: not JSON: {}", path, ex.what());
-  }
-  return metaFromJson(j, path);
+  return parseCheckpointMeta(*text, path);
 }
 
 Expected<RankState> readRankCheckpoint(const std::string &dir, int rank) {

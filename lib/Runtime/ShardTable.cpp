@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "JsonInts.h"
 #include "nnsc/Support/File.h"
 #include "nnsc/manifest.pb.h"
 
@@ -101,18 +102,18 @@ Expected<std::vector<ShardInfo>> shardsFromJson(const nlohmann::json &j, const s
       s.localName = e.at("local_name").get<std::string>();
       s.originalName = e.at("original_name").get<std::string>();
       s.aliases = e.at("aliases").get<std::vector<std::string>>();
-      s.fullShape = e.at("full_shape").get<std::vector<int64_t>>();
-      s.shape = e.at("shape").get<std::vector<int64_t>>();
-      s.start = e.at("start").get<std::vector<int64_t>>();
-      s.stop = e.at("stop").get<std::vector<int64_t>>();
-      s.blocks = e.value("blocks", std::vector<int64_t>{});
+      s.fullShape = jsonIntsAt(e, "full_shape");
+      s.shape = jsonIntsAt(e, "shape");
+      s.start = jsonIntsAt(e, "start");
+      s.stop = jsonIntsAt(e, "stop");
+      s.blocks = e.contains("blocks") ? jsonIntsAt(e, "blocks") : std::vector<int64_t>{};
 
-      s.valueIndex = e.at("value_index").get<int>();
-      s.valueChunks = e.at("value_chunks").get<int>();
+      s.valueIndex = jsonIntAt<int>(e, "value_index");
+      s.valueChunks = jsonIntAt<int>(e, "value_chunks");
       s.dtype = e.at("dtype").get<std::string>();
       s.trainable = e.at("trainable").get<bool>();
-      s.replicas = e.at("replicas").get<int>();
-      s.reducer = e.value("reducer", -1);
+      s.replicas = jsonIntAt<int>(e, "replicas");
+      s.reducer = e.contains("reducer") ? jsonIntAt<int>(e, "reducer") : -1;
       out.push_back(std::move(s));
     }
   } catch (const nlohmann::json::exception &ex) {

@@ -151,17 +151,28 @@ Expected<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::stri
     file->map_ = nullptr;
     return errorf("{}: error: cannot map file: {}", path, std::strerror(errno));
   }
-  const auto *bytes = static_cast<const unsigned char *>(file->map_);
+  NNSC_RETURN_IF_ERROR(file->parse({static_cast<const char *>(file->map_), file->size_}, path));
+  return file;
+}
+
+Expected<std::shared_ptr<SafetensorsFile>> SafetensorsFile::fromBytes(std::string bytes,
+                                                                      const std::string &name) {
+  std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->owned_ = std::move(bytes);
+  if (file->owned_.size() < 8)
+    return errorf("{}: error: not a safetensors file (only {} bytes)", name, file->owned_.size());
+  NNSC_RETURN_IF_ERROR(file->parse(file->owned_, name));
+  return file;
+}
+
+Status SafetensorsFile::parse(std::string_view all, const std::string &path) {
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i)
-    n = (n << 8) | bytes[i];
-  if (n > file->size_ - 8)
+    n = (n << 8) | static_cast<unsigned char>(all[i]);
+  if (n > all.size() - 8)
     return errorf("{}: error: not a safetensors file (header length {} exceeds file size)", path,
                   n);
-  std::string_view all(reinterpret_cast<const char *>(bytes), file->size_);
-  NNSC_RETURN_IF_ERROR(
-      parseHeader(path, all.substr(8, n), all.substr(8 + n), file->entries_, file->metadata_));
-  return file;
+  return parseHeader(path, all.substr(8, n), all.substr(8 + n), entries_, metadata_);
 }
 
 } // namespace nnsc

@@ -22,15 +22,18 @@ Status errorAt(const std::string &path, const YAML::Node &n, const std::string &
 
 Status checkKeys(const std::string &path, const YAML::Node &map,
                  const std::set<std::string> &allowed, const std::string &what) {
+  std::string list;
+  for (const auto &a : allowed)
+    list += (list.empty() ? "" : ", ") + a;
   for (auto it = map.begin(); it != map.end(); ++it) {
-    std::string key = it->first.as<std::string>();
-    if (!allowed.count(key)) {
-      std::string list;
-      for (const auto &a : allowed)
-        list += (list.empty() ? "" : ", ") + a;
+    // A key that is a list or a map (YAML's `? [a, b]`) is no name at all.
+    if (!it->first.IsScalar())
+      return errorAt(path, it->first,
+                     fmt::format("a key in {} is not a name; expected one of: {}", what, list));
+    const std::string &key = it->first.Scalar();
+    if (!allowed.count(key))
       return errorAt(path, it->first,
                      fmt::format("unknown key '{}' in {}; expected one of: {}", key, what, list));
-    }
   }
   return Status::ok();
 }
@@ -111,12 +114,16 @@ Expected<InputSpec> readInputSpec(const std::string &path) {
   auto text = readFile(path);
   if (!text)
     return text.status();
+  return parseInputSpec(*text, path);
+}
+
+Expected<InputSpec> parseInputSpec(const std::string &text, const std::string &path) {
   YAML::Node root;
   try {
-    root = YAML::Load(*text);
+    root = YAML::Load(text);
   } catch (const YAML::Exception &ex) {
     SourcePos pos{path, ex.mark.line + 1, ex.mark.column + 1};
-    return Status::error(formatErrorWithSnippet(pos, ex.msg, *text));
+    return Status::error(formatErrorWithSnippet(pos, ex.msg, text));
   }
   if (!root.IsMap())
     return Status::error(formatError({path, 1, 1}, "expected a map with key 'inputs'"));

@@ -38,5 +38,7 @@ std::string manifestToJson(const proto::RankManifest &manifest);
 Status writeManifest(const proto::RankManifest &manifest, const std::string &path);
 /// Errors name the file: "rank0.pb: error: not an nnsc rank manifest".
 Expected<proto::RankManifest> readManifest(const std::string &path);
+/// As readManifest, from the file's `bytes`; `path` names it in errors.
+Expected<proto::RankManifest> parseManifest(const std::string &bytes, const std::string &path);
 
 } // namespace nnsc::codegen

@@ -20,5 +20,7 @@ Expected<Graph> fromProto(const proto::Graph &in);
 Status writeGraph(const Graph &graph, const std::string &path);
 /// Reads a graph.pb; errors name the file and what is wrong with it.
 Expected<Graph> readGraph(const std::string &path);
+/// As readGraph, from the file's `bytes`; `path` names it in errors.
+Expected<Graph> parseGraph(const std::string &bytes, const std::string &path);
 
 } // namespace nnsc::ir

@@ -43,6 +43,8 @@ public:
   ///     myops::fused_loss: ["b l d^, n^ d^, b l -> b l"]
   /// Every annotation is parsed; errors carry file:line:col.
   Status loadUserYaml(const std::string &path);
+  /// As loadUserYaml, from the file's `text`; `path` names it in errors.
+  Status loadUserYamlText(std::string text, const std::string &path);
   const std::vector<std::string> &userLibraries() const { return libraries_; }
 
 private:

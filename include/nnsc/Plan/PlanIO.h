@@ -19,6 +19,8 @@ Status writePlan(const proto::Plan &plan, const std::string &path);
 /// Only the envelope is checked (version, device counts); use validatePlan
 /// against the graph for the rest.
 Expected<proto::Plan> readPlan(const std::string &path);
+/// As readPlan, from the file's `bytes`; `path` names it in errors.
+Expected<proto::Plan> parsePlan(const std::string &bytes, const std::string &path);
 
 /// Reads the graph a plan was made for: `override` when non-empty, else the
 /// plan's recorded path, tried as given and then beside the plan file.

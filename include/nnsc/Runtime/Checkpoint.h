@@ -18,23 +18,10 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "nnsc/Runtime/ShardTable.h"
+#include "nnsc/Runtime/CheckpointMeta.h"
 #include "nnsc/Support/Status.h"
 
 namespace nnsc::rt {
-
-struct CheckpointMeta {
-  int64_t step = 0;         ///< optimizer steps completed
-  int64_t dataPosition = 0; ///< the next training step the data will serve
-  std::string lrSchedule;   ///< schedule name
-  double baseLr = 0, lastLr = 0;
-  std::string rngState; ///< CPU generator state (raw bytes)
-  std::string configHash;
-  int rank = 0, worldSize = 1, dpSize = 1, dpRank = 0, planNgpus = 1;
-  int zero = 0; ///< ZeRO stage of the run: 1 stores optimizer states as owned pieces
-  std::string modelName;
-  std::vector<ShardInfo> shards;
-};
 
 struct RankState {
   CheckpointMeta meta;

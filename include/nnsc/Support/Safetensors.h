@@ -31,6 +31,10 @@ class SafetensorsFile {
 public:
   /// Opens and validates `path`; errors name the file and the broken part.
   static Expected<std::shared_ptr<SafetensorsFile>> open(const std::string &path);
+  /// Validates `bytes` (a whole file's contents, kept by the result); `name`
+  /// stands for the file in errors.
+  static Expected<std::shared_ptr<SafetensorsFile>> fromBytes(std::string bytes,
+                                                              const std::string &name);
   ~SafetensorsFile();
 
   const std::vector<SafetensorsEntry> &entries() const { return entries_; }
@@ -39,8 +43,11 @@ public:
 
 private:
   SafetensorsFile() = default;
+  /// Reads the header of `all` (the whole file) into entries_ and metadata_.
+  Status parse(std::string_view all, const std::string &path);
   void *map_ = nullptr;
   size_t size_ = 0;
+  std::string owned_; ///< the contents when not mapped (fromBytes)
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
 };

@@ -38,5 +38,8 @@ struct InputSpec {
 
 /// Reads and validates a spec file.
 Expected<InputSpec> readInputSpec(const std::string &path);
+/// As readInputSpec, from the file's `text`; `path` names it in errors and
+/// locates relative `file:` entries. No LibTorch (library nnsc_tracespec).
+Expected<InputSpec> parseInputSpec(const std::string &text, const std::string &path);
 
 } // namespace nnsc::trace

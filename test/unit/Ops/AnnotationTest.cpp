@@ -377,6 +377,10 @@ TEST_CASE("merged dims, numerals and '?' limit what can be split", "[annotation]
   CHECK((n.inputBlocks == std::vector<int64_t>{1, 3} && n.outputBlocks == std::vector<int64_t>{3}));
   CHECK(splitEffect(fused, "n", 32, 3).status().message() ==
         "dimension 'n' has size 48, which is not divisible into 3 blocks of 32 parts");
+  // Found by fuzz-annotation_split: parts times blocks past int64 overflowed.
+  CHECK(splitEffect(fused, "n", INT32_MAX, INT64_MAX).status().message() ==
+        "dimension 'n' has size 48, which is not divisible into 9223372036854775807 blocks of "
+        "2147483647 parts");
 
   BoundAnno fixed = bound("a 4 -> a", {{6, 4}});
   CHECK(splitError(fixed, "4", 2) == "'4' is a fixed size and cannot be split");
@@ -387,6 +391,22 @@ TEST_CASE("merged dims, numerals and '?' limit what can be split", "[annotation]
   CHECK(splittableIdents(opaque).empty());
   CHECK(splitError(opaque, "a", 2) ==
         "output 0 is '?': an op with an unknown output can only be replicated");
+}
+
+// Found by fuzz-annotation_split: sizes multiplied past int64 (undefined
+// behaviour) when binding merged dims and when counting the blocks of an
+// interleaved split.
+TEST_CASE("merged dims and blocks whose sizes pass 64 bits", "[annotation][split]") {
+  const int64_t big = int64_t(1) << 40;
+  CHECK(bindError("a b -> (a b)", {{big, big}}) ==
+        "output 0 dim 0: the sizes of (a b) multiply past 64 bits");
+  CHECK_THAT(bindError("(a b) -> a b", {{0}}, {}, {{"a", INT64_MAX}, {"b", INT64_MAX}}),
+             Catch::Matchers::ContainsSubstring("the sizes of (a b) multiply past 64 bits"));
+  // An empty tensor (c = 0) splits; its merged output dim keeps one block.
+  BoundAnno empty = bound("a b c -> a (b c)", {{2, INT64_MAX, 0}});
+  Expected<SplitEffect> e = splitEffect(empty, "c", 2, big);
+  REQUIRE(e);
+  CHECK(e->outputBlocks == std::vector<int64_t>{1});
 }
 
 TEST_CASE("a '()' output is a 0-dim tensor that lets the op split", "[annotation][split]") {

@@ -1,0 +1,92 @@
+#include "nnsc/Runtime/CheckpointMeta.h"
+
+#include <nlohmann/json.hpp>
+
+#include "JsonInts.h"
+
+namespace nnsc::rt {
+
+namespace {
+
+std::string toHex(const std::string &bytes) {
+  static const char *kDigits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+std::string fromHex(const std::string &hex) {
+  auto val = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += char(val(hex[i]) * 16 + val(hex[i + 1]));
+  return out;
+}
+
+nlohmann::json metaToJson(const CheckpointMeta &m) {
+  return {{"format", 1},
+          {"step", m.step},
+          {"data_position", m.dataPosition},
+          {"lr_schedule", {{"name", m.lrSchedule}, {"base_lr", m.baseLr}, {"last_lr", m.lastLr}}},
+          {"rng_state", toHex(m.rngState)},
+          {"config_hash", m.configHash},
+          {"rank", m.rank},
+          {"world_size", m.worldSize},
+          {"dp_size", m.dpSize},
+          {"dp_rank", m.dpRank},
+          {"plan_ngpus", m.planNgpus},
+          {"zero", m.zero},
+          {"model_name", m.modelName},
+          {"shards", shardsToJson(m.shards)}};
+}
+
+Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string &file) {
+  CheckpointMeta m;
+  try {
+    m.step = jsonIntAt<int64_t>(j, "step");
+    m.dataPosition = jsonIntAt<int64_t>(j, "data_position");
+    m.lrSchedule = j.at("lr_schedule").at("name").get<std::string>();
+    m.baseLr = j.at("lr_schedule").at("base_lr").get<double>();
+    m.lastLr = j.at("lr_schedule").at("last_lr").get<double>();
+    m.rngState = fromHex(j.at("rng_state").get<std::string>());
+    m.configHash = j.at("config_hash").get<std::string>();
+    m.rank = jsonIntAt<int>(j, "rank");
+    m.worldSize = jsonIntAt<int>(j, "world_size");
+    m.dpSize = jsonIntAt<int>(j, "dp_size");
+    m.dpRank = jsonIntAt<int>(j, "dp_rank");
+    m.planNgpus = jsonIntAt<int>(j, "plan_ngpus");
+    m.modelName = j.value("model_name", "");
+    m.zero = j.contains("zero") ? jsonIntAt<int>(j, "zero") : 0;
+    if (m.zero < 0 || m.zero > 1)
+      return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 or 1", file,
+                    m.zero);
+  } catch (const nlohmann::json::exception &ex) {
+    return errorf("{}: error: bad checkpoint metadata: {}", file, ex.what());
+  }
+  auto shards = shardsFromJson(j.value("shards", nlohmann::json::array()), file);
+  if (!shards)
+    return shards.status();
+  m.shards = shards.take();
+  return m;
+}
+
+} // namespace
+
+std::string checkpointMetaText(const CheckpointMeta &meta) {
+  return metaToJson(meta).dump(1) + "\n";
+}
+
+Expected<CheckpointMeta> parseCheckpointMeta(const std::string &text, const std::string &path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception &ex) {
+    return errorf("{}: error: not JSON: {}", path, ex.what());
+  }
+  return metaFromJson(j, path);
+}
+
+} // namespace nnsc::rt

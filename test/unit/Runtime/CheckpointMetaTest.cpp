@@ -1,0 +1,53 @@
+// rank{r}.json read from text (fuzz/FuzzCheckpointMeta.cpp's findings).
+#include "../CatchCompat.h"
+
+#include "nnsc/Runtime/CheckpointMeta.h"
+
+using namespace nnsc;
+
+namespace {
+
+std::string metaWith(const std::string &step, const std::string &shardField = "") {
+  return R"({"step": )" + step + R"(, "data_position": 0,
+    "lr_schedule": {"name": "constant", "base_lr": 0.1, "last_lr": 0.1},
+    "rng_state": "0a1b", "config_hash": "h", "rank": 0, "world_size": 1, "dp_size": 1,
+    "dp_rank": 0, "plan_ngpus": 1, "shards": [{"local_name": "p0", "original_name": "w",
+    "aliases": [], "full_shape": [4], "shape": [4], "start": [0], "stop": [4],
+    "value_index": 0, "value_chunks": 1, "dtype": "F32", "trainable": true, "replicas": 1)" +
+         shardField + "}]}";
+}
+
+} // namespace
+
+TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
+  auto meta = rt::parseCheckpointMeta(metaWith("7"), "rank0.json");
+  REQUIRE(meta);
+  CHECK(meta->step == 7);
+  CHECK(meta->rngState == std::string("\x0a\x1b"));
+  REQUIRE(meta->shards.size() == 1);
+  auto again = rt::parseCheckpointMeta(rt::checkpointMetaText(*meta), "rank0.json");
+  REQUIRE(again);
+  CHECK(rt::checkpointMetaText(*again) == rt::checkpointMetaText(*meta));
+}
+
+// Found by fuzz-checkpoint_meta: a step of 2.6e34 was cast to int64 (UB).
+TEST_CASE("checkpoint metadata refuses numbers that are not integers of the field's range",
+          "[checkpoint]") {
+  for (const char *bad : {"26666666666666666666666666666666660", "2.5", "18446744073709551615"}) {
+    auto meta = rt::parseCheckpointMeta(metaWith(bad), "ck/rank0.json");
+    REQUIRE_FALSE(meta);
+    CHECK_THAT(meta.status().message(),
+               Catch::Matchers::ContainsSubstring("ck/rank0.json: error: bad checkpoint "
+                                                  "metadata") &&
+                   Catch::Matchers::ContainsSubstring("'step' must be an integer"));
+  }
+  auto shard = rt::parseCheckpointMeta(metaWith("1", R"(, "reducer": 4294967296)"), "r.json");
+  REQUIRE_FALSE(shard);
+  CHECK_THAT(shard.status().message(),
+             Catch::Matchers::ContainsSubstring("'reducer' must be an integer from "
+                                                "-2147483648 to 2147483647"));
+  auto dims = rt::parseCheckpointMeta(metaWith("1", R"(, "blocks": [1e300])"), "r.json");
+  REQUIRE_FALSE(dims);
+  CHECK_THAT(dims.status().message(),
+             Catch::Matchers::ContainsSubstring("'blocks' must be an integer"));
+}
