@@ -9,6 +9,7 @@
 
 #include "nnsc/CodeGen/Program.h"
 #include "nnsc/CodeGen/Shards.h"
+#include "nnsc/Plan/Memory.h"
 #include "nnsc/Plan/PlanIO.h"
 #include "nnsc/Support/File.h"
 
@@ -26,7 +27,7 @@ struct RankOutput {
 
 Expected<RankOutput> generateRank(const ir::Graph &graph, const proto::Plan &plan,
                                   const JobLayout &job, int rank, const CodeGenOptions &options,
-                                  bool weights) {
+                                  bool weights, const std::vector<cost::DeviceLoad> &loads) {
   auto layout = layoutRank(graph, job, rank);
   if (!layout)
     return layout.status();
@@ -34,6 +35,9 @@ Expected<RankOutput> generateRank(const ir::Graph &graph, const proto::Plan &pla
   if (!program)
     return program.status();
   proto::RankManifest manifest = buildManifest(graph, *layout, {options.bucketBytes, weights});
+  size_t device = static_cast<size_t>(layout->planDevice);
+  if (device < loads.size())
+    fillMemoryEstimate(loads[device], manifest);
   return RankOutput{layout.take(), program.take(), std::move(manifest)};
 }
 
@@ -97,8 +101,9 @@ Status runCodeGen(const CodeGenOptions &options, std::ostream &out, std::ostream
   if (!job)
     return job.status();
   std::vector<RankOutput> ranks;
+  std::vector<cost::DeviceLoad> loads = plan::deviceLoads(*graph, *plan);
   for (int r = 0; r < plan->runtime_ngpus(); ++r) {
-    auto rank = generateRank(*graph, *plan, *job, r, options, *weights != nullptr);
+    auto rank = generateRank(*graph, *plan, *job, r, options, *weights != nullptr, loads);
     if (!rank)
       return rank.status();
     if (*weights)

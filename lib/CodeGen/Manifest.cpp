@@ -89,7 +89,53 @@ void fillGroupsAndReducers(const RankLayout &layout, int64_t bucketBytes, proto:
   }
 }
 
+int64_t dtypeBytes(proto::DType t) {
+  return ir::dtypeSize(static_cast<ir::DType>(static_cast<int>(t)));
+}
+
+// Bytes of the reducers' flat buckets (Reducer.cpp): every reduced gradient
+// once; under ZeRO each bucket is padded to the group size and the rank
+// keeps its shard of it besides.
+double reducerBucketBytes(const proto::RankManifest &m) {
+  std::vector<double> perReducer(static_cast<size_t>(m.reducers_size()), 0.0);
+  for (const proto::Shard &s : m.shards()) {
+    if (s.reducer() < 0 || s.reducer() >= m.reducers_size())
+      continue;
+    double n = 1;
+    for (int64_t d : s.shape())
+      n *= static_cast<double>(d);
+    perReducer[static_cast<size_t>(s.reducer())] += n * static_cast<double>(dtypeBytes(s.dtype()));
+  }
+  double total = 0;
+  for (int r = 0; r < m.reducers_size(); ++r) {
+    double bytes = perReducer[static_cast<size_t>(r)];
+    int groupSize = 1;
+    for (const proto::CommGroup &g : m.groups())
+      if (g.id() == m.reducers(r).group())
+        groupSize = std::max(1, g.ranks_size());
+    total += m.zero() > 0 ? bytes * (1.0 + 1.0 / groupSize) : bytes;
+  }
+  return total;
+}
+
 } // namespace
+
+void fillMemoryEstimate(const cost::DeviceLoad &load, proto::RankManifest &m) {
+  cost::MemoryOptions options;
+  options.optimizer = cost::Optimizer::Sgd; // nnsc-run adds its optimizer's states
+  cost::DeviceMemory memory = cost::deviceMemory(load, options);
+  double trainable = 0;
+  for (const cost::StateHolding &s : load.state)
+    if (s.trainable)
+      trainable += s.elements;
+  proto::MemoryEstimate *e = m.mutable_memory_estimate();
+  e->set_param_bytes(memory.paramBytes);
+  e->set_grad_bytes(memory.gradBytes);
+  e->set_activation_bytes(memory.activationBytes);
+  e->set_transient_bytes(memory.transientBytes);
+  e->set_comm_bytes(reducerBucketBytes(m));
+  e->set_trainable_elements(trainable);
+}
 
 proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layout,
                                   const ManifestOptions &options) {

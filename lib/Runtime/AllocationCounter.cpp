@@ -7,6 +7,8 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include "nnsc/Torch/Compat.h"
+
 namespace nnsc::rt {
 
 namespace {
@@ -45,7 +47,12 @@ class CountingAllocator final : public c10::Allocator {
 public:
   explicit CountingAllocator(c10::Allocator *base) : base_(base) {}
 
+  // LibTorch 2.3 made allocate non-const and added copy_data.
+#if NNSC_TORCH_AT_LEAST(2, 3)
+  c10::DataPtr allocate(size_t bytes) override {
+#else
   c10::DataPtr allocate(size_t bytes) const override {
+#endif
     c10::DataPtr inner = base_->allocate(bytes);
     void *data = inner.get();
     if (!data)
@@ -59,6 +66,11 @@ public:
     return {data, data, &release, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
+#if NNSC_TORCH_AT_LEAST(2, 3)
+  void copy_data(void *dest, const void *src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
 
 private:
   c10::Allocator *base_;

@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "MemoryReport.h"
 #include "TrainerImpl.h"
 #include "TrainerLog.h"
 #include "nnsc/Runtime/RngStreams.h"
@@ -148,6 +149,7 @@ public:
       r.step = step + 1;
       r.steps = t.steps;
       r.lr = s_.schedule->at(step);
+      stepStart_ = Clock::now(); // validation and checkpoints are not the step's
       auto loss = trainStep(s_, step, r.lr, r.gradNorm);
       if (!loss)
         return loss.status();
@@ -161,8 +163,8 @@ private:
   Status afterStep(StepRecord &r) {
     auto now = Clock::now();
     double tokens = double(s_.config.train.globalBatchSize) * double(s_.blockSize);
-    r.tokensPerS = tokens / std::max(1e-9, seconds(stepStart_, now));
-    stepStart_ = now;
+    r.stepSeconds = seconds(stepStart_, now);
+    r.tokensPerS = tokens / std::max(1e-9, r.stepSeconds);
     int64_t doneHere = r.step - s_.startStep;
     r.etaSeconds = seconds(start_, now) / double(doneHere) * double(r.steps - r.step);
     if (s_.valData && due(r.step, s_.config.train.valEvery, r.steps) &&
@@ -254,6 +256,7 @@ Status reportOptimizerBytes(TrainerState &s, std::ostream &out) {
 }
 
 Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
+  startMemoryMeasurement(config);
   auto state = setupTrainer(config, env);
   if (!state)
     return state.status();
@@ -264,6 +267,8 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
   Status st = Loop(s, out).run();
   if (st.isOk() && s.startStep < s.config.train.steps)
     st = reportOptimizerBytes(s, out);
+  if (st.isOk() && s.startStep < s.config.train.steps)
+    st = reportMemory(s, out);
   if (st.isOk())
     st = s.comm->world().barrier()->wait(); // nobody leaves while others still talk
   return st;

@@ -134,6 +134,9 @@ std::vector<KeySpec> buildKeys() {
   k.push_back(choiceKey(
       "data_parallel.buffers", "broadcast", {"broadcast", "average"},
       [](C & c) -> auto & { return c.dataParallel.buffers; }));
+  k.push_back(choiceKey(
+      "report_memory", "true", {"true", "false"},
+      [](C & c) -> auto & { return c.reportMemory; }));
   k.push_back(stringKey(
       "metrics", "${run_dir}/metrics.jsonl", [](C & c) -> auto & { return c.metrics; }));
   return k;

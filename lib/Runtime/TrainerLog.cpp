@@ -42,7 +42,8 @@ std::string formatMetricsRecord(const StepRecord &r) {
                       {"loss", r.loss},
                       {"lr", r.lr},
                       {"grad_norm", r.gradNorm},
-                      {"tokens_per_s", r.tokensPerS}};
+                      {"tokens_per_s", r.tokensPerS},
+                      {"step_s", r.stepSeconds}};
   if (r.valLoss)
     j["val_loss"] = *r.valLoss;
   return j.dump();

@@ -11,6 +11,7 @@ struct StepRecord {
   int64_t step = 0;  ///< steps completed (1-based in the log)
   int64_t steps = 0; ///< train.steps
   double loss = 0, lr = 0, gradNorm = 0, tokensPerS = 0;
+  double stepSeconds = 0; ///< wall time of this step alone
   double etaSeconds = 0;
   std::optional<double> valLoss;
 };
@@ -21,7 +22,8 @@ std::string formatProgressLine(const StepRecord &r);
 /// "step 40/200 | val loss 2.1034"
 std::string formatValidationLine(const StepRecord &r);
 
-/// One JSON object: {"step", "loss", "lr", "grad_norm", "tokens_per_s"[, "val_loss"]}.
+/// One JSON object: {"step", "loss", "lr", "grad_norm", "tokens_per_s",
+/// "step_s"[, "val_loss"]}.
 std::string formatMetricsRecord(const StepRecord &r);
 
 /// 11204.3 -> "11,204".

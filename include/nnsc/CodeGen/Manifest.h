@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nnsc/CodeGen/RankLayout.h"
+#include "nnsc/Cost/Memory.h"
 #include "nnsc/IR/Graph.h"
 #include "nnsc/Support/Status.h"
 #include "nnsc/manifest.pb.h"
@@ -21,6 +22,13 @@ struct ManifestOptions {
   int64_t bucketBytes = kDefaultBucketBytes; ///< gradient allreduce bucket size
   bool weightsWritten = true;                ///< false: no rank{r}.safetensors
 };
+
+/// Sets `m.memory_estimate` from the cost model's view of the plan device
+/// the rank plays (cost::deviceMemory without optimizer states) and the
+/// gradient buckets of m's reducers (each reduced gradient is copied into a
+/// persistent flat bucket; under ZeRO the bucket is padded and a shard of it
+/// is kept too). Call after buildManifest.
+void fillMemoryEstimate(const cost::DeviceLoad &load, proto::RankManifest &m);
 
 /// The manifest of `layout`'s rank: program and weights file names, inputs,
 /// shards with their slice of the full tensor, the data-parallel group

@@ -82,6 +82,9 @@ struct TrainerConfig {
   CheckpointConfig checkpoint;
   DataParallelConfig dataParallel;
   std::string metrics; ///< default ${run_dir}/metrics.jsonl
+  /// "true": count live CPU tensor storage and print its peak beside the
+  /// plan's estimate at the end (device cpu); "false": no counting.
+  std::string reportMemory = "true";
 
   std::string path;                            ///< the YAML file
   std::map<std::string, SourcePos> positions;  ///< key path → where it was set

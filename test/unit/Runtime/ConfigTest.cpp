@@ -87,7 +87,8 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
              Catch::Matchers::StartsWith(
                  "cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
                  "program, run_dir, seed, threads, device, backend, comm_timeout_s, "
-                 "data, train, optimizer, lr_schedule, checkpoint, data_parallel, metrics"));
+                 "data, train, optimizer, lr_schedule, checkpoint, data_parallel, report_memory, "
+                 "metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
   REQUIRE(!s.isOk());
   CHECK_THAT(s.status().message(),

@@ -1,0 +1,191 @@
+"""The cost model's predictions against measurements of the same runs (issue: cost model).
+
+bench/cost_fidelity.sh [--models nanogpt:default,llama:default] [--steps 8] [--warmup 3]
+                       [--spec FILE --comm FILE] [--bin build/bin] [--work DIR]
+
+1. Measures this machine as 2 training workers see it: nnsc-profile-device --nproc 2
+   (matmul FLOP/s, memory bandwidth, launch floor; 1 thread per worker) and
+   nnsc-profile-comm --nproc 2 (Gloo collectives over loopback), unless --spec/--comm
+   name files measured before.
+2. For each model and each plan that trains on 2 CPU processes (dp, tp, data, the
+   Megatron and Megatron-SP plan files) and on 1 process (threads 1, as one profiled
+   worker): nnsc-plan with that spec and table prints the predicted step time and the
+   memory per device; nnsc-run trains it (synthetic tokens, AdamW, 1 thread per worker)
+   and its metrics give the measured step time (median over the steps after the
+   warmup); its closing line gives the measured peak of live CPU tensor storage
+   (counting allocator) beside the plan's estimate.
+3. Prints per plan: predicted and measured step time and the error, predicted and
+   measured peak memory and the error; per model and overall the mean absolute
+   error and Spearman's rank correlation of the plans' step times (1.0: the
+   predicted order is the measured order).
+
+Goals (issue 11): mean step-time error < 15 %, ranking preserved; memory likewise.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+
+PLANS = [  # name, ranks, nnsc-plan arguments (plan files relative to examples/<model>)
+    ("1 process", 1, ["--policy", "dp", "--runtime-ngpus", "1"]),
+    ("dp", 2, ["--policy", "dp", "--runtime-ngpus", "2"]),
+    ("tp", 2, ["--policy", "tp", "--plan-ngpus", "2", "--runtime-ngpus", "2"]),
+    ("data", 2, ["--policy", "data", "--plan-ngpus", "2", "--runtime-ngpus", "2"]),
+    ("megatron", 2, ["--policy", "file", "--plan-file", "megatron.yaml",
+                     "--plan-ngpus", "2", "--runtime-ngpus", "2"]),
+    ("megatron-sp", 2, ["--policy", "file", "--plan-file", "megatron-sp.yaml",
+                        "--plan-ngpus", "2", "--runtime-ngpus", "2"]),
+]
+
+
+def sh(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"cost_fidelity: {' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+    return r.stdout + r.stderr
+
+
+def profile(args, work):
+    spec, comm = args.spec, args.comm
+    if not spec:
+        spec = f"{work}/cpu.yaml"
+        sh([f"{args.bin}/nnsc-profile-device", "--nproc", "2", "--out", spec])
+    if not comm:
+        comm = f"{work}/comm.yaml"
+        sh([f"{args.bin}/nnsc-profile-comm", "--nproc", "2", "--out", comm])
+    return spec, comm
+
+
+def prepare(model, config, work, b):
+    d = f"{work}/{model}"
+    os.makedirs(d, exist_ok=True)
+    sh([PY, f"{ROOT}/examples/{model}/export.py", "--config", config, "--attention", "explicit",
+        "--out", f"{d}/model"])
+    sh([f"{b}/nnsc-trace", f"{d}/model/model.pt", "--inputs", f"{d}/model/inputs.yaml",
+        "-o", f"{d}/trace", "--no-verify"])
+    vocab = int(re.search(r"vocab_size[\"']?\s*[:=]\s*(\d+)",
+                          open(f"{d}/model/inputs.yaml").read() + "vocab_size: 0").group(1))
+    return d, vocab
+
+
+def predicted(text):
+    """(step seconds, [memory bytes per device]) from nnsc-plan --print."""
+    m = re.search(r"predicted step time: ([0-9.]+) (us|ms|s)\b", text)
+    if not m:
+        sys.exit(f"cost_fidelity: no predicted step time in nnsc-plan's output:\n{text}")
+    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def measured(run_dir, log, warmup):
+    """(median step seconds after the warmup, [peak bytes per rank], [estimate per rank])."""
+    rows = [json.loads(line) for line in open(f"{run_dir}/metrics.jsonl")]
+    times = [r["step_s"] for r in rows if r["step"] > warmup]
+    m = re.search(r"peak memory per rank \([^)]*\): measured ([^;]*); plan estimate (.*)", log)
+    if not m:
+        sys.exit(f"cost_fidelity: no memory line in nnsc-run's output:\n{log}")
+    mib = lambda cells: [float(c.split()[0]) * 2**20 for c in cells.split("|")]
+    return statistics.median(times), mib(m.group(1)), mib(m.group(2))
+
+
+def run_plan(d, model, vocab, name, ranks, plan_args, args, spec, comm):
+    tag = re.sub(r"[^a-z0-9]+", "-", name)
+    plan_args = [f"{ROOT}/examples/{model}/{a}" if a.endswith(".yaml") else a for a in plan_args]
+    out = sh([f"{args.bin}/nnsc-plan", f"{d}/trace/graph.pb", *plan_args, "--device", spec,
+              "--comm", comm, "--optimizer", "adamw", "-o", f"{d}/{tag}.pb", "--print"])
+    pred = predicted(out)
+    sh([f"{args.bin}/nnsc-codegen", f"{d}/trace/graph.pb", f"{d}/{tag}.pb", "-o", f"{d}/{tag}"])
+    with open(f"{d}/{tag}.yaml", "w") as f:
+        f.write(f"program: {d}/{tag}\nrun_dir: {d}/{tag}-run\nthreads: 1\n"
+                f"data: {{kind: synthetic, vocab_size: {vocab}}}\n"
+                f"train: {{steps: {args.steps + args.warmup}, log_every: 1000}}\n"
+                "optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}\n"
+                "checkpoint: {every: 0, resume: never}\n")
+    os.system(f"rm -rf {d}/{tag}-run")
+    log = sh([f"{args.bin}/nnsc-run", f"{d}/{tag}.yaml", "--nproc-per-node", str(ranks)])
+    meas, peak, est = measured(f"{d}/{tag}-run", log, args.warmup)
+    return pred, meas, max(peak), max(est)
+
+
+def ranks_of(values):
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    r = [0.0] * len(values)
+    i = 0
+    while i < len(order):  # average ranks of ties
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2.0
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks_of(a), ranks_of(b)
+    ma, mb = statistics.mean(ra), statistics.mean(rb)
+    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+    return num / den if den else 1.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="nanogpt:default,llama:default")
+    ap.add_argument("--plans", default="", help="comma-separated subset of plan names")
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--spec", default="")
+    ap.add_argument("--comm", default="")
+    ap.add_argument("--bin", default=f"{ROOT}/build/bin")
+    ap.add_argument("--work", default=f"{ROOT}/out/bench/cost_fidelity")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    spec, comm = profile(args, args.work)
+    print(f"device spec {spec}, comm table {comm}; {args.steps} measured steps after "
+          f"{args.warmup} warmup, AdamW, 1 thread per worker")
+    head = (f"{'model':<16} {'plan':<12} {'pred ms':>9} {'meas ms':>9} {'err':>7}   "
+            f"{'est MiB':>9} {'peak MiB':>9} {'err':>7}")
+    print(head)
+    everything = []
+    for item in args.models.split(","):
+        model, config = item.split(":")
+        d, vocab = prepare(model, config, args.work, args.bin)
+        rows = []
+        for name, ranks, plan_args in PLANS:
+            if args.plans and name not in args.plans.split(","):
+                continue
+            pred, meas, peak, est = run_plan(d, model, vocab, name, ranks, plan_args, args,
+                                             spec, comm)
+            rows.append((name, pred, meas, peak, est))
+        table = []
+        for name, pred, meas, peak, est in rows:
+            err = (pred - meas) / meas
+            merr = (est - peak) / peak
+            table.append((name, pred, meas, err, est, peak, merr))
+            print(f"{model + ':' + config:<16} {name:<12} {pred * 1e3:9.1f} {meas * 1e3:9.1f} "
+                  f"{err * 100:+6.1f}%   {est / 2**20:9.2f} {peak / 2**20:9.2f} {merr * 100:+6.1f}%")
+        summarize(f"{model}:{config}", table)
+        everything += table
+    if len(args.models.split(",")) > 1:
+        summarize("all", everything, ranking=False)
+
+
+def summarize(label, table, ranking=True):
+    mae = statistics.mean(abs(r[3]) for r in table)
+    mem = statistics.mean(abs(r[6]) for r in table)
+    line = f"{label}: step time mean |error| {mae * 100:.1f}%"
+    if ranking:
+        line += f", rank correlation {spearman([r[1] for r in table], [r[2] for r in table]):.2f}"
+    line += f"; peak memory mean |error| {mem * 100:.1f}%"
+    print(line)
+
+
+if __name__ == "__main__":
+    main()

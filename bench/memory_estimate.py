@@ -1,0 +1,120 @@
+"""Per-rank memory, estimated by the planner and measured by nnsc-run, with and without
+ZeRO-1 and activation recompute (issue: fit bigger models).
+
+bench/memory_estimate.py [--models nanogpt:default:Block,llama:tiny:LlamaDecoderLayer]
+                         [--dps 2,4] [--steps 2] [--bin build/bin] [--work DIR]
+
+For each model, data-parallel size, ZeRO stage (0, 1) and recompute (none, every block of
+the named class): export, trace, plan (--policy dp), generate, and train STEPS AdamW steps
+on CPU processes (nnsc-run --nproc-per-node dp, synthetic tokens, 1 thread each). nnsc-run
+prints at the end
+  - the optimizer-state bytes every rank holds (the nbytes of the state tensors), and
+  - every rank's peak of live CPU tensor storage (a counting allocator wrapped around
+    LibTorch's CPU allocator, installed before the shards load: parameters, gradients,
+    optimizer states, gradient buckets, activations and every temporary; not RSS)
+    beside the plan's estimate (manifest memory_estimate + the optimizer's states).
+The table shows rank 0's figures, the estimate's error against the measured peak, the
+ratio of optimizer bytes with ZeRO-1 to without (goal at dp 2: 0.5) and of the peak
+activation memory with recompute to without.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+
+
+def sh(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"memory_estimate: {' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+    return r.stdout + r.stderr
+
+
+def prepare(model, config, work, b):
+    d = f"{work}/{model}-{config}"
+    os.makedirs(d, exist_ok=True)
+    sh([PY, f"{ROOT}/examples/{model}/export.py", "--config", config, "--attention", "explicit",
+        "--out", f"{d}/model"])
+    sh([f"{b}/nnsc-trace", f"{d}/model/model.pt", "--inputs", f"{d}/model/inputs.yaml",
+        "-o", f"{d}/trace", "--no-verify"])
+    return d
+
+
+def vocab_of(d):
+    import torch
+    m = torch.jit.load(f"{d}/model/model.pt")
+    for name, p in m.named_parameters():
+        if p.dim() == 2:  # the token embedding comes first in both examples
+            return p.shape[0]
+    sys.exit("memory_estimate: no embedding table found")
+
+
+MIB = 2.0**20
+
+
+def measure(d, b, dp, zero, classes, steps, vocab):
+    tag = f"dp{dp}-zero{zero}-{'rc' if classes else 'plain'}"
+    plan = [f"{b}/nnsc-plan", f"{d}/trace/graph.pb", "--policy", "dp", "--runtime-ngpus", str(dp),
+            "--zero", str(zero), "-o", f"{d}/{tag}.pb"]
+    if classes:
+        plan += ["--recompute-modules", classes]
+    sh(plan)
+    sh([f"{b}/nnsc-codegen", f"{d}/trace/graph.pb", f"{d}/{tag}.pb", "-o", f"{d}/{tag}"])
+    with open(f"{d}/{tag}.yaml", "w") as f:
+        f.write(f"program: {d}/{tag}\nrun_dir: {d}/{tag}-run\nthreads: 1\n"
+                f"data: {{kind: synthetic, vocab_size: {vocab}}}\n"
+                f"train: {{steps: {steps}, log_every: 1000}}\n"
+                "optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}\n"
+                "checkpoint: {every: 0, resume: never}\n")
+    log = sh([f"{b}/nnsc-run", f"{d}/{tag}.yaml", "--nproc-per-node", str(dp)])
+    opt = re.search(r"optimizer-state bytes per rank: ([0-9,]+)", log)
+    mem = re.search(r"peak memory per rank \([^)]*\): measured ([0-9.]+) MiB[^;]*; "
+                    r"plan estimate ([0-9.]+) MiB", log)
+    parts = re.search(r"estimate of rank 0: (.*)", log)
+    if not opt or not mem:
+        sys.exit(f"memory_estimate: nnsc-run printed no memory lines:\n{log}")
+    return (int(opt.group(1).replace(",", "")), float(mem.group(1)) * MIB,
+            float(mem.group(2)) * MIB, parts.group(1) if parts else "")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="nanogpt:default:Block,llama:tiny:LlamaDecoderLayer")
+    ap.add_argument("--dps", default="2,4")
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--bin", default=f"{ROOT}/build/bin")
+    ap.add_argument("--work", default=f"{ROOT}/out/bench/memory_estimate")
+    ap.add_argument("--verbose", action="store_true", help="print the estimate's parts")
+    args = ap.parse_args()
+    print(f"AdamW, {args.steps} steps, rank 0; peak = live CPU tensor storage (counting allocator)")
+    print(f"{'model':<18} {'dp':>2} {'zero':>4} {'recompute':<9} {'optim MiB':>9} "
+          f"{'est MiB':>9} {'peak MiB':>9} {'error':>7}")
+    errors = []
+    for item in args.models.split(","):
+        model, config, classes = item.split(":")
+        d = prepare(model, config, args.work, args.bin)
+        vocab = vocab_of(d)
+        for dp in [int(x) for x in args.dps.split(",")]:
+            results = {}
+            for zero in (0, 1):
+                for rc in ("", classes):
+                    opt, peak, est, parts = measure(d, args.bin, dp, zero, rc, args.steps, vocab)
+                    results[(zero, rc)] = (opt, peak, est)
+                    err = (est - peak) / peak
+                    errors.append(abs(err))
+                    print(f"{model + ':' + config:<18} {dp:>2} {zero:>4} {'all' if rc else 'none':<9} "
+                          f"{opt / MIB:9.2f} {est / MIB:9.2f} {peak / MIB:9.2f} {err * 100:+6.1f}%")
+                    if args.verbose:
+                        print(f"    estimate: {parts}")
+            z = results[(1, "")][0] / results[(0, "")][0]
+            print(f"  {model} dp {dp}: optimizer bytes ZeRO-1 / plain = {z:.3f}")
+    print(f"estimate vs measured peak: mean |error| {100 * sum(errors) / len(errors):.1f}%, "
+          f"worst {100 * max(errors):.1f}%")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+#pragma once
+/// The measured memory peak of each rank beside the planner's estimate
+/// (manifest memory_estimate), printed by rank 0 when training ends.
+/// On the CPU the measurement is the peak of live tensor storage, counted
+/// by a wrapper around LibTorch's CPU allocator (AllocationCounter.h): not
+/// RSS, so the Gloo buffers, the program and the allocator's slack are out.
+
+#include <ostream>
+
+#include "TrainerImpl.h"
+
+namespace nnsc::rt {
+
+/// Starts counting (config report_memory, device cpu) before the shards are
+/// loaded, so parameters count. Does nothing otherwise.
+void startMemoryMeasurement(const TrainerConfig &config);
+
+/// All ranks: gathers every rank's peak and estimate; rank 0 prints
+/// "nnsc-run: peak memory per rank (...): measured ... | estimate ...".
+Status reportMemory(TrainerState &s, std::ostream &out);
+
+/// The planner's estimate for this rank with its optimizer's states
+/// (trainer config) added; 0 when the manifest carries none.
+double estimatedBytes(const TrainerState &s);
+
+} // namespace nnsc::rt
