@@ -1,7 +1,7 @@
 """Per-rank memory, estimated by the planner and measured by nnsc-run, with and without
 ZeRO-1 and activation recompute (issue: fit bigger models).
 
-bench/memory_estimate.py [--models nanogpt:default:Block,llama:tiny:LlamaDecoderLayer]
+bench/memory_estimate.py [--models nanogpt:default:Block,llama:tiny:TransformerBlock]
                          [--dps 2,4] [--steps 2] [--bin build/bin] [--work DIR]
 
 For each model, data-parallel size, ZeRO stage (0, 1) and recompute (none, every block of
@@ -83,7 +83,7 @@ def measure(d, b, dp, zero, classes, steps, vocab):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="nanogpt:default:Block,llama:tiny:LlamaDecoderLayer")
+    ap.add_argument("--models", default="nanogpt:default:Block,llama:tiny:TransformerBlock")
     ap.add_argument("--dps", default="2,4")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--bin", default=f"{ROOT}/build/bin")

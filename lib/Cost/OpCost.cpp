@@ -108,6 +108,18 @@ Saved savedByRule(const OpShapes &p, SaveRule rule) {
       if (floating(i))
         s.inputs.push_back(static_cast<int>(i));
     break;
+  case SaveRule::Operands:
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      bool otherNeedsGrad = false;
+      for (size_t j = 0; j < p.inputs.size(); ++j)
+        otherNeedsGrad |= j != i && p.inputs[j].needsGrad;
+      // a / b: b's gradient, -g a / b^2, reads b as well.
+      bool divisor = i == 1 && p.inputs[i].needsGrad && p.node &&
+                     (p.node->op == "aten::div" || p.node->op == "aten::true_divide");
+      if (floating(i) && (otherNeedsGrad || divisor))
+        s.inputs.push_back(static_cast<int>(i));
+    }
+    break;
   case SaveRule::InputOutput:
     if (!p.inputs.empty())
       s.inputs.push_back(0);

@@ -23,7 +23,8 @@ struct Row {
 const Row kRows[] = {
     // Elementwise arithmetic: y = f(a, b).
     {"add sub rsub", {C::Elementwise, 1, 1, S::None, true}},
-    {"mul true_divide div floor_divide remainder fmod", {C::Elementwise, 1, 2, S::Inputs, true}},
+    {"mul true_divide div", {C::Elementwise, 1, 2, S::Operands, true}},
+    {"floor_divide remainder fmod", {C::Elementwise, 1, 2, S::Inputs, true}},
     {"pow float_power atan2 hypot copysign xlogy", {C::Elementwise, 4, 6, S::Inputs, true}},
     {"lerp addcmul addcdiv", {C::Elementwise, 3, 3, S::Inputs, true}},
     {"maximum minimum fmax fmin", {C::Elementwise, 1, 2, S::Inputs, true}},

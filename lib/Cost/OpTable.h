@@ -13,7 +13,10 @@ enum class SaveRule {
   None,        ///< add, sum, views: the backward needs shapes only
   Input,       ///< the first input (gelu, log, clamp, pooling)
   Output,      ///< the first output (relu, exp, sigmoid, tanh, softmax)
-  Inputs,      ///< every floating input (mul, div, pow, losses)
+  Inputs,      ///< every floating input (pow, losses)
+  Operands,    ///< each floating input another input's gradient reads (mul, div:
+               ///< autograd keeps `b` for a's gradient only when a needs one, and
+               ///< nothing for a product with a Python scalar)
   InputOutput, ///< the first input and the first output (norm, prod, amax)
   Mask,        ///< a one-byte-per-element mask made inside (dropout)
   Indices,     ///< every integer input (gather/index/embedding indices)

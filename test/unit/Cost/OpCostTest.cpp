@@ -166,6 +166,12 @@ TEST_CASE("saved tensors per op class", "[cost]") {
   CHECK(saved("aten::softmax", {act({4, 8})}).outputs == std::vector<int>{0});
   CHECK(saved("aten::add", {act({4, 8}), act({4, 8})}).inputs.empty());
   CHECK(saved("aten::mul", {act({4, 8}), act({4, 8})}).inputs == std::vector<int>{0, 1});
+  // A product keeps an operand only for the other's gradient: times a Python
+  // scalar (attention's 1/sqrt(d)) nothing, times a frozen tensor the tensor.
+  CHECK(saved("aten::mul", {act({4, 8})}).inputs.empty());
+  CHECK(saved("aten::div", {act({4, 8})}).inputs.empty());
+  CHECK(saved("aten::mul", {act({4, 8}), act({4, 8}, false)}).inputs == std::vector<int>{1});
+  CHECK(saved("aten::div", {act({4, 8}, false), act({4, 8})}).inputs == std::vector<int>{0, 1});
   CHECK(saved("aten::view", {act({32})}).inputs.empty());
   // No gradient flows: nothing is saved and there is no backward.
   Part frozen("aten::gelu", {act({4, 8}, false)}, {act({4, 8}, false)});
