@@ -69,8 +69,10 @@ def prepare(model, config, work, b):
         "--out", f"{d}/model"])
     sh([f"{b}/nnsc-trace", f"{d}/model/model.pt", "--inputs", f"{d}/model/inputs.yaml",
         "-o", f"{d}/trace", "--no-verify"])
-    vocab = int(re.search(r"vocab_size[\"']?\s*[:=]\s*(\d+)",
-                          open(f"{d}/model/inputs.yaml").read() + "vocab_size: 0").group(1))
+    import torch
+    m = torch.jit.load(f"{d}/model/model.pt")
+    # The token embedding is the first 2-d parameter of both examples.
+    vocab = next(p.shape[0] for _, p in m.named_parameters() if p.dim() == 2)
     return d, vocab
 
 
