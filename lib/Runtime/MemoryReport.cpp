@@ -23,16 +23,74 @@ double optimizerBytesPerElement(const OptimizerConfig &o) {
   return o.momentum != 0 ? 4 : 0;
 }
 
+double shardBytes(const proto::Shard &s) {
+  double n = 4;
+  switch (s.dtype()) {
+  case proto::DType::FLOAT64:
+  case proto::DType::INT64:
+  case proto::DType::COMPLEX64:
+    n = 8;
+    break;
+  case proto::DType::FLOAT16:
+  case proto::DType::BFLOAT16:
+  case proto::DType::INT16:
+    n = 2;
+    break;
+  case proto::DType::INT8:
+  case proto::DType::UINT8:
+  case proto::DType::BOOL:
+    n = 1;
+    break;
+  default:
+    break;
+  }
+  for (int64_t d : s.shape())
+    n *= static_cast<double>(d);
+  return n;
+}
+
+int groupSize(const proto::RankManifest &m, int group) {
+  for (const proto::CommGroup &g : m.groups())
+    if (g.id() == group)
+      return std::max(1, g.ranks_size());
+  return 1;
+}
+
+// LibTorch's Gloo has no reduce-scatter: GlooBackend emulates it with an
+// all-to-all over a stacked copy of the bucket into a second buffer of the
+// same size, then sums its shard. Under ZeRO that staging (two buckets and a
+// shard) lives at the end of the backward, when the activations are gone.
+double commStagingBytes(const TrainerState &s) {
+  if (s.manifest.zero() <= 0 || s.comm->world().name() != "gloo")
+    return 0;
+  std::vector<double> bytes(static_cast<size_t>(s.manifest.reducers_size()), 0.0);
+  for (const proto::Shard &sh : s.manifest.shards())
+    if (sh.reducer() >= 0 && sh.reducer() < s.manifest.reducers_size())
+      bytes[static_cast<size_t>(sh.reducer())] += shardBytes(sh);
+  double staging = 0;
+  for (int r = 0; r < s.manifest.reducers_size(); ++r) {
+    int n = groupSize(s.manifest, s.manifest.reducers(r).group());
+    if (n <= 1)
+      continue;
+    double bucket = std::min(bytes[static_cast<size_t>(r)],
+                             static_cast<double>(s.manifest.reducers(r).bucket_bytes()));
+    staging = std::max(staging, 2 * bucket + bucket / n);
+  }
+  return staging;
+}
+
 std::string mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024.0)); }
 
 std::string breakdown(const TrainerState &s) {
   const proto::MemoryEstimate &e = s.manifest.memory_estimate();
-  double optimizer = estimatedBytes(s) - e.param_bytes() - e.grad_bytes() - e.comm_bytes() -
-                     e.activation_bytes() - e.transient_bytes();
-  return fmt::format("rank 0: params {}, grads {}, optimizer {}, grad buckets {}, activations {}, "
-                     "transient {}",
-                     mib(e.param_bytes()), mib(e.grad_bytes()), mib(optimizer), mib(e.comm_bytes()),
-                     mib(e.activation_bytes()), mib(e.transient_bytes()));
+  std::string staging;
+  if (double b = commStagingBytes(s); b > 0)
+    staging = fmt::format("; or at the end of backward: gloo reduce-scatter staging {}", mib(b));
+  return fmt::format("rank 0: params {}, grads {}, optimizer {}, grad buckets {}, then the larger "
+                     "of: activations {} + transient {}{}",
+                     mib(e.param_bytes()), mib(e.grad_bytes()), mib(optimizerBytes(s)),
+                     mib(e.comm_bytes()), mib(e.activation_bytes()), mib(e.transient_bytes()),
+                     staging);
 }
 
 } // namespace
@@ -44,15 +102,20 @@ void startMemoryMeasurement(const TrainerConfig &config) {
   resetCpuPeakBytes();
 }
 
-double estimatedBytes(const TrainerState &s) {
-  if (!s.manifest.has_memory_estimate())
-    return 0;
+double optimizerBytes(const TrainerState &s) {
   const proto::MemoryEstimate &e = s.manifest.memory_estimate();
   double optimizer = e.trainable_elements() * optimizerBytesPerElement(s.config.optimizer);
   if (s.manifest.zero() > 0 && !s.zero.empty())
     optimizer /= std::max(1, s.manifest.dp_size());
-  return e.param_bytes() + e.grad_bytes() + optimizer + e.comm_bytes() + e.activation_bytes() +
-         e.transient_bytes();
+  return optimizer;
+}
+
+double estimatedBytes(const TrainerState &s) {
+  if (!s.manifest.has_memory_estimate())
+    return 0;
+  const proto::MemoryEstimate &e = s.manifest.memory_estimate();
+  double state = e.param_bytes() + e.grad_bytes() + optimizerBytes(s) + e.comm_bytes();
+  return state + std::max(e.activation_bytes() + e.transient_bytes(), commStagingBytes(s));
 }
 
 Status reportMemory(TrainerState &s, std::ostream &out) {

@@ -20,7 +20,14 @@ void startMemoryMeasurement(const TrainerConfig &config);
 Status reportMemory(TrainerState &s, std::ostream &out);
 
 /// The planner's estimate for this rank with its optimizer's states
-/// (trainer config) added; 0 when the manifest carries none.
+/// (trainer config) added: the state it holds (parameters, gradients,
+/// optimizer states, gradient buckets) plus the larger of the backward's
+/// peak (activations and transient) and the backend's reduce-scatter staging
+/// under ZeRO. 0 when the manifest carries none.
 double estimatedBytes(const TrainerState &s);
+
+/// Optimizer-state bytes of this rank's estimate (the trainer's optimizer,
+/// divided over the ZeRO group).
+double optimizerBytes(const TrainerState &s);
 
 } // namespace nnsc::rt
