@@ -109,7 +109,8 @@ Expected<DeviceSpec> parseDeviceSpec(const std::string &text, const std::string 
     return root.status();
   NNSC_RETURN_IF_ERROR(r.checkKeys(*root,
                                    {"name", "description", "sources", "flops", "memory_bytes",
-                                    "memory_bandwidth", "launch_floor", "efficiency"},
+                                    "memory_bandwidth", "launch_floor", "random_rate",
+                                    "efficiency"},
                                    "the device spec"));
   DeviceSpec spec;
   auto name = r.require(*root, "name", "the device spec");
@@ -132,6 +133,12 @@ Expected<DeviceSpec> parseDeviceSpec(const std::string &text, const std::string 
     return flops.status();
   NNSC_RETURN_IF_ERROR(readFlops(r, *flops, spec));
   NNSC_RETURN_IF_ERROR(readNumbers(r, *root, spec));
+  if (YAML::Node rate = (*root)["random_rate"]) {
+    auto v = r.number(rate, "random_rate", true);
+    if (!v)
+      return v.status();
+    spec.randomRate = *v;
+  }
   auto eff = r.require(*root, "efficiency", "the device spec");
   if (!eff)
     return eff.status();

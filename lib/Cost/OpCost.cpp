@@ -161,6 +161,8 @@ OpCost elementwise(const OpShapes &p, const OpTraits &t) {
   c.forward = {t.fwdFlops * n, sumBytes(p.inputs) + sumBytes(p.outputs), 1, false};
   if (t.cls == CostClass::Creation)
     c.forward.bytes = sumBytes(p.outputs);
+  if (t.random)
+    c.forward.randomDraws = n; // one draw per element: a dropout mask, bernoulli, rand
   if (!t.differentiable || !anyNeedsGrad(p))
     return c;
   c.saved = savedByRule(p, t.save);
@@ -242,7 +244,8 @@ double workSeconds(const Work &work, ir::DType dtype, const DeviceSpec &device) 
   double peak = work.matmul ? device.peakFlops(dtype) : device.peakFlops(ir::DType::Float32);
   double compute = work.flops / (peak * device.matmulEfficiency);
   double memory = work.bytes / (device.memoryBandwidth * device.memoryEfficiency);
-  return std::max(compute, memory) + work.kernels * device.launchFloor;
+  double random = device.randomRate > 0 ? work.randomDraws / device.randomRate : 0;
+  return std::max({compute, memory, random}) + work.kernels * device.launchFloor;
 }
 
 std::vector<bool> gradientFlow(const ir::Graph &graph) {

@@ -51,13 +51,13 @@ const Row kRows[] = {
      {C::Elementwise, 1, 0, S::None, false}},
     // Dropout: draw, compare, scale; the backward multiplies by the mask.
     {"dropout native_dropout alpha_dropout feature_dropout feature_alpha_dropout",
-     {C::Elementwise, 3, 1, S::Mask, true}},
+     {C::Elementwise, 3, 1, S::Mask, true, true}},
     // Random fills and creators: outputs only.
-    {"bernoulli uniform exponential log_normal cauchy geometric normal random",
-     {C::Creation, 2, 0, S::None, false}},
-    {"zeros_like ones_like empty_like full_like rand_like randn_like fill zero",
-     {C::Creation, 0, 0, S::None, false}},
-    {"arange ones zeros full empty empty_strided rand randn randint randperm linspace logspace "
+    {"bernoulli uniform exponential log_normal cauchy geometric normal random rand_like "
+     "randn_like rand randn randint randperm",
+     {C::Creation, 2, 0, S::None, false, true}},
+    {"zeros_like ones_like empty_like full_like fill zero", {C::Creation, 0, 0, S::None, false}},
+    {"arange ones zeros full empty empty_strided linspace logspace "
      "eye tensor scalar_tensor new_zeros new_ones new_full new_empty new_tensor one_hot",
      {C::Creation, 0, 0, S::None, false}},
     // Copies: read the input, write the output; the backward copies back.

@@ -28,6 +28,7 @@ struct OpTraits {
   double bwdFlops = 0; ///< per element, for each input that needs a gradient
   SaveRule save = SaveRule::None;
   bool differentiable = true; ///< false: comparisons, argmax, creators
+  bool random = false;        ///< draws one random number per output element
 };
 
 /// The traits of `op` ("aten::" name; a trailing '_' in-place form maps to

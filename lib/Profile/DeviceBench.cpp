@@ -17,6 +17,7 @@
 #include "nnsc/Profile/CommTable.h"
 #include "nnsc/Profile/DeviceSpecFile.h"
 #include "nnsc/Profile/HostInfo.h"
+#include "nnsc/Runtime/Threads.h"
 #include "nnsc/Runtime/Comm.h"
 #include "nnsc/Support/File.h"
 
@@ -146,6 +147,18 @@ Expected<double> measureCopy(const Target &t, const Peers &peers, int64_t bytes,
   return 2.0 * double(bytes) / medianInWindow(t, budget, 5, [&] { dst.copy_(src); });
 }
 
+// Random numbers per second as dropout draws them (bernoulli_ into a float
+// tensor of 4 Mi elements): on a CPU each draw costs tens of instructions,
+// far more than the bytes the op moves.
+Expected<double> measureRandom(const Target &t, const Peers &peers, double budget) {
+  constexpr int64_t kDraws = int64_t(1) << 22;
+  at::Tensor mask = at::empty({kDraws}, t.options(at::kFloat));
+  mask.bernoulli_(0.8); // touch every page before timing
+  t.sync();
+  NNSC_RETURN_IF_ERROR(peers.barrier());
+  return double(kDraws) / medianInWindow(t, budget, 5, [&] { mask.bernoulli_(0.8); });
+}
+
 // The median time of a tiny op (an add of two 1-element tensors) issued back
 // to back: the cost every op pays whatever its size.
 double measureFloor(const Target &t) {
@@ -179,7 +192,7 @@ Status agree(rt::CommWorld *world, const Target &t, std::vector<double> &rates, 
 }
 
 struct Figures {
-  std::vector<double> rates; ///< per plan.dtypes, then bandwidth
+  std::vector<double> rates; ///< per plan.dtypes, then bandwidth, then random draws/s
   double floor = 0;
   std::vector<std::string> notes;
 };
@@ -199,6 +212,10 @@ Expected<Figures> measureAll(const DevicePlan &plan, const Target &t, rt::CommWo
   if (!bandwidth)
     return bandwidth.status();
   f.rates.push_back(*bandwidth);
+  auto random = measureRandom(t, peers, plan.seconds);
+  if (!random)
+    return random.status();
+  f.rates.push_back(*random);
   NNSC_RETURN_IF_ERROR(peers.barrier());
   f.floor = measureFloor(t);
   NNSC_RETURN_IF_ERROR(agree(world, t, f.rates, f.floor));
@@ -225,14 +242,15 @@ MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &
   }
   d.sources.push_back(fmt::format(
       "measured by nnsc-profile-device on {} {}: matmul n={}..{}, the median product in a {} s "
-      "window per size, the best size; copy {} likewise; launch floor = median of 21 x 200 "
-      "one-element adds; {}{}",
+      "window per size, the best size; copy {} likewise; random_rate: bernoulli_ into 4 Mi "
+      "floats likewise; launch floor = median of 21 x 200 one-element adds; {}{}",
       hostName(), isoDateTime(), sizes.front(), sizes.back(), plan.seconds, formatBytes(copyBytes),
       threadCount(threads), perWorker));
   for (size_t i = 0; i < plan.dtypes.size(); ++i)
     if (f.rates[i] > 0)
       d.flops.emplace_back(plan.dtypes[i], f.rates[i]);
-  d.memoryBandwidth = f.rates.back();
+  d.memoryBandwidth = f.rates[f.rates.size() - 2];
+  d.randomRate = f.rates.back();
   d.launchFloor = f.floor;
   return d;
 }
@@ -266,8 +284,10 @@ Status measureAndWrite(const DevicePlan &plan, const rt::LaunchEnv &env, const T
     out << fmt::format("matmul {:<9} {:>10} FLOP/s ({})\n", plan.dtypes[i],
                        f->rates[i] > 0 ? formatReal(f->rates[i]) : "-",
                        f->notes[i].substr(plan.dtypes[i].size() + 2));
-  out << fmt::format("memory bandwidth {} B/s, launch floor {} s, memory {:.1f} GiB\n",
-                     formatReal(d.memoryBandwidth), formatReal(d.launchFloor),
+  out << fmt::format("memory bandwidth {} B/s, random {} draws/s, launch floor {} s, memory "
+                     "{:.1f} GiB\n",
+                     formatReal(d.memoryBandwidth), formatReal(d.randomRate),
+                     formatReal(d.launchFloor),
                      double(d.memoryBytes) / double(int64_t(1) << 30));
   out << fmt::format("nnsc-profile-device: wrote {} ({}, {}{}) in {:.1f} s\n", plan.out, d.name,
                      threadCount(threads),
@@ -285,7 +305,7 @@ Status runDeviceWorker(const DevicePlan &plan, const rt::LaunchEnv &env, std::os
       plan.threads > 0
           ? plan.threads
           : std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, env.localWorldSize));
-  at::set_num_threads(threads);
+  rt::setIntraOpThreads(threads);
   Target t;
   if (plan.device == "cuda") {
     if (!torch::cuda::is_available())

@@ -34,6 +34,9 @@ std::string formatDeviceSpec(const MeasuredDevice &d) {
   out += fmt::format("memory_bytes: {}\n", d.memoryBytes);
   out += fmt::format("memory_bandwidth: {}   # bytes/s\n", formatReal(d.memoryBandwidth));
   out += fmt::format("launch_floor: {}       # seconds\n", formatReal(d.launchFloor));
+  if (d.randomRate > 0)
+    out += fmt::format("random_rate: {}        # random numbers drawn per second\n",
+                       formatReal(d.randomRate));
   out += "efficiency:             # the figures above are achieved rates, so 1.0\n";
   out += "  matmul: 1.0\n";
   out += "  memory: 1.0\n";

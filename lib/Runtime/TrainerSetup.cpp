@@ -9,6 +9,7 @@
 #include "TensorIO.h"
 #include "TrainerImpl.h"
 #include "nnsc/Runtime/RngStreams.h"
+#include "nnsc/Runtime/Threads.h"
 #include "nnsc/Support/Safetensors.h"
 
 namespace nnsc::rt {
@@ -217,7 +218,7 @@ void seedAndThreads(TrainerState &s) {
   if (threads <= 0)
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() /
                                        std::max(1, s.env.localWorldSize));
-  at::set_num_threads(int(threads));
+  setIntraOpThreads(int(threads));
   // The graph executor's optimizations (profiling, autodiff subgraphs)
   // change numerics from the third call on; without them step N computes the
   // same bits in a fresh (resumed) process as in a long-running one.

@@ -24,6 +24,11 @@ struct DeviceSpec {
   double launchFloor = 0;      ///< seconds: the smallest time of any kernel
   double matmulEfficiency = 1; ///< achieved fraction of peak FLOP/s on matmul-class work
   double memoryEfficiency = 1; ///< achieved fraction of peak bandwidth
+  /// Random numbers drawn per second (dropout masks, bernoulli, rand): what
+  /// bounds those ops on a CPU, where each draw costs tens of instructions.
+  /// 0 (the key absent): not a limit, random ops are priced by their bytes
+  /// as on a GPU.
+  double randomRate = 0;
 
   /// Peak FLOP/s for work in `dtype`: its own key when the spec has one, else
   /// float32's (integer and bool work, a dtype the datasheet omits).

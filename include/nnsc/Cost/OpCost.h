@@ -70,6 +70,7 @@ struct Work {
   double bytes = 0;
   int kernels = 0;
   bool matmul = false;
+  double randomDraws = 0; ///< random numbers drawn (DeviceSpec::randomRate)
 };
 
 /// What the backward needs kept from the forward, besides parameters.

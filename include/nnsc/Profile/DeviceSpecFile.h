@@ -19,6 +19,7 @@ struct MeasuredDevice {
   int64_t memoryBytes = 0;
   double memoryBandwidth = 0; ///< bytes/s
   double launchFloor = 0;     ///< seconds
+  double randomRate = 0;      ///< random numbers drawn per second; 0: not written
 };
 
 /// The spec as YAML text. Efficiencies are written as 1.0: the figures are
