@@ -4,7 +4,8 @@ bench/cost_fidelity.sh [--models nanogpt:default,llama:default] [--steps 8] [--w
                        [--spec FILE --comm FILE] [--bin build/bin] [--work DIR]
 
 1. Measures this machine as 2 training workers see it: nnsc-profile-device --nproc 2
-   (matmul FLOP/s, memory bandwidth, launch floor; 1 thread per worker) and
+   (matmul FLOP/s, memory bandwidth, random draws/s, launch floor; 1 thread per worker;
+   and --nproc 1 for the 1-process plan, which has the machine to itself) and
    nnsc-profile-comm --nproc 2 (Gloo collectives over loopback), unless --spec/--comm
    name files measured before.
 2. For each model and each plan that trains on 2 CPU processes (dp, tp, data, the
@@ -52,14 +53,17 @@ def sh(cmd, **kw):
 
 
 def profile(args, work):
-    spec, comm = args.spec, args.comm
+    spec, comm, spec1 = args.spec, args.comm, args.spec1
     if not spec:
         spec = f"{work}/cpu.yaml"
         sh([f"{args.bin}/nnsc-profile-device", "--nproc", "2", "--out", spec])
+    if not spec1:  # the device as a job of one worker sees it: the other core idle
+        spec1 = f"{work}/cpu-1.yaml"
+        sh([f"{args.bin}/nnsc-profile-device", "--nproc", "1", "--threads", "1", "--out", spec1])
     if not comm:
         comm = f"{work}/comm.yaml"
         sh([f"{args.bin}/nnsc-profile-comm", "--nproc", "2", "--out", comm])
-    return spec, comm
+    return spec, comm, spec1
 
 
 def prepare(model, config, work, b):
@@ -145,12 +149,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--spec", default="")
     ap.add_argument("--comm", default="")
+    ap.add_argument("--spec1", default="", help="the spec of 1 worker (the 1-process plan)")
     ap.add_argument("--bin", default=f"{ROOT}/build/bin")
     ap.add_argument("--work", default=f"{ROOT}/out/bench/cost_fidelity")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
-    spec, comm = profile(args, args.work)
-    print(f"device spec {spec}, comm table {comm}; {args.steps} measured steps after "
+    spec, comm, spec1 = profile(args, args.work)
+    print(f"device spec {spec} (2 workers; {spec1} for 1 process), comm table {comm}; "
+          f"{args.steps} measured steps after "
           f"{args.warmup} warmup, AdamW, 1 thread per worker")
     head = (f"{'model':<16} {'plan':<12} {'pred ms':>9} {'meas ms':>9} {'err':>7}   "
             f"{'est MiB':>9} {'peak MiB':>9} {'err':>7}")
@@ -164,7 +170,7 @@ def main():
             if args.plans and name not in args.plans.split(","):
                 continue
             pred, meas, peak, est = run_plan(d, model, vocab, name, ranks, plan_args, args,
-                                             spec, comm)
+                                             spec if ranks > 1 else spec1, comm)
             rows.append((name, pred, meas, peak, est))
         table = []
         for name, pred, meas, peak, est in rows:

@@ -53,12 +53,25 @@ std::vector<Bucket> buildBuckets(const std::vector<GradShard> &grads,
   return buckets;
 }
 
-// Optimizer update: a memory-bound pass over parameters, gradients and
-// states (sgd reads p, g, writes p; momentum adds the buffer's read and
-// write; adam(w) both moments), one kernel per tensor.
+// Optimizer update: memory-bound kernels per tensor, counted as the
+// runtime's single-tensor updates run them (Runtime/Optimizer.cpp), in
+// float32 bytes read + written per element:
+//   sgd       p.add_(g)                                             12, 1 kernel
+//   momentum  buf.mul_, buf.add_(g), p.add_(buf)                    32, 3 kernels
+//   adam(w)   p.mul_ (decay), m.lerp_(g), v.mul_, v.addcmul_(g, g),
+//             sqrt(v), / bias, + eps, p.addcdiv_(m, denom)          80, 8 kernels
+// Mixed precision adds the cast of the float32 master to the 16-bit weight.
 double optimizerSeconds(const StepInput &in, const Cluster &c, const MemoryOptions &o) {
-  double perElement = 3 * 4 + 2 * optimizerBytesPerElement(o);
-  Work w{in.trainableElements * 4, in.trainableElements * perElement, in.trainableTensors, false};
+  double perElement = 12;
+  int kernels = 1;
+  if (o.optimizer == Optimizer::Momentum)
+    perElement = 32, kernels = 3;
+  else if (o.optimizer == Optimizer::Adam || o.optimizer == Optimizer::AdamW)
+    perElement = 80, kernels = 8;
+  if (o.precision == Precision::Mixed)
+    perElement += 6, kernels += 1;
+  Work w{in.trainableElements * 4, in.trainableElements * perElement,
+         in.trainableTensors * kernels, false};
   return workSeconds(w, ir::DType::Float32, c.device);
 }
 
