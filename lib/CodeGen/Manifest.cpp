@@ -135,6 +135,7 @@ void fillMemoryEstimate(const cost::DeviceLoad &load, proto::RankManifest &m) {
   e->set_transient_bytes(memory.transientBytes);
   e->set_comm_bytes(reducerBucketBytes(m));
   e->set_trainable_elements(trainable);
+  e->set_mask_elements(memory.maskElements);
 }
 
 proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layout,

@@ -67,6 +67,7 @@ void addState(const DeviceLoad &load, const MemoryOptions &o, DeviceMemory &m) {
 struct Kept {
   std::map<int64_t, double> tensors;
   double extra = 0;
+  double masks = 0; ///< dropout mask elements among extra
   double bytes() const {
     double b = extra;
     for (const auto &[id, bytes] : tensors)
@@ -87,6 +88,7 @@ void keepSaved(const DevicePart &part, const OpCost &cost, Kept &kept) {
   for (int o : cost.saved.outputs)
     kept.add(part.outputIds[static_cast<size_t>(o)], part.shapes.outputs[static_cast<size_t>(o)]);
   kept.extra += cost.saved.extraBytes;
+  kept.masks += cost.saved.maskElements;
 }
 
 // The backward working set of one part: output gradients in, input
@@ -127,11 +129,13 @@ DeviceMemory deviceMemory(const DeviceLoad &load, const MemoryOptions &options) 
     for (int64_t o : part.outputIds)
       written[part.recomputeGroup].insert(o);
   }
-  double group = 0;
+  double group = 0, groupMasks = 0;
   for (const auto &[g, k] : groupSaved)
-    group = std::max(group, k.bytes());
+    if (k.bytes() > group)
+      group = k.bytes(), groupMasks = k.masks;
   m.activationBytes = kept.bytes();
   m.transientBytes = std::max(step, group);
+  m.maskElements = kept.masks + (group > step ? groupMasks : 0);
   return m;
 }
 

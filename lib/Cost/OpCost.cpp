@@ -128,6 +128,7 @@ Saved savedByRule(const OpShapes &p, SaveRule rule) {
     break;
   case SaveRule::Mask:
     s.extraBytes = outNumel(p); // one byte per element (a bool mask)
+    s.maskElements = outNumel(p);
     break;
   case SaveRule::Indices:
     for (size_t i = 0; i < p.inputs.size(); ++i)

@@ -1,6 +1,8 @@
 // Measured peak memory beside the planner's estimate (MemoryReport.h).
 #include "MemoryReport.h"
 
+#include <cmath>
+
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
@@ -79,18 +81,42 @@ double commStagingBytes(const TrainerState &s) {
   return staging;
 }
 
+// LibTorch's CPU dropout keeps its mask as a tensor of the input's dtype
+// (float32 here), where the estimate counted one byte per element.
+double cpuMaskBytes(const TrainerState &s) {
+  return s.device.is_cpu() ? 3 * s.manifest.memory_estimate().mask_elements() : 0;
+}
+
+// Buckets of the reducer with the most gradient bytes (Reducer closes a
+// bucket once it reaches bucket_bytes).
+int64_t bucketsOfLargestReducer(const TrainerState &s) {
+  std::vector<double> bytes(static_cast<size_t>(s.manifest.reducers_size()), 0.0);
+  for (const proto::Shard &sh : s.manifest.shards())
+    if (sh.reducer() >= 0 && sh.reducer() < s.manifest.reducers_size())
+      bytes[static_cast<size_t>(sh.reducer())] += shardBytes(sh);
+  int64_t most = 0;
+  for (int r = 0; r < s.manifest.reducers_size(); ++r) {
+    double cap = std::max<double>(1, double(s.manifest.reducers(r).bucket_bytes()));
+    most = std::max<int64_t>(most, int64_t(std::ceil(bytes[static_cast<size_t>(r)] / cap)));
+  }
+  return most;
+}
+
 std::string mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024.0)); }
 
 std::string breakdown(const TrainerState &s) {
   const proto::MemoryEstimate &e = s.manifest.memory_estimate();
-  std::string staging;
+  std::string text = fmt::format("rank 0: params {}, grads {}, optimizer {}, grad buckets {}; "
+                                 "activations {} + transient {}",
+                                 mib(e.param_bytes()), mib(e.grad_bytes()), mib(optimizerBytes(s)),
+                                 mib(e.comm_bytes()), mib(e.activation_bytes()),
+                                 mib(e.transient_bytes()));
+  if (double b = cpuMaskBytes(s); b > 0)
+    text += fmt::format(" + float32 dropout masks {}", mib(b));
   if (double b = commStagingBytes(s); b > 0)
-    staging = fmt::format("; or at the end of backward: gloo reduce-scatter staging {}", mib(b));
-  return fmt::format("rank 0: params {}, grads {}, optimizer {}, grad buckets {}, then the larger "
-                     "of: activations {} + transient {}{}",
-                     mib(e.param_bytes()), mib(e.grad_bytes()), mib(optimizerBytes(s)),
-                     mib(e.comm_bytes()), mib(e.activation_bytes()), mib(e.transient_bytes()),
-                     staging);
+    text += fmt::format("; gloo reduce-scatter staging {} ({})", mib(b),
+                        bucketsOfLargestReducer(s) > 1 ? "during the backward" : "after it");
+  return text;
 }
 
 } // namespace
@@ -115,7 +141,13 @@ double estimatedBytes(const TrainerState &s) {
     return 0;
   const proto::MemoryEstimate &e = s.manifest.memory_estimate();
   double state = e.param_bytes() + e.grad_bytes() + optimizerBytes(s) + e.comm_bytes();
-  return state + std::max(e.activation_bytes() + e.transient_bytes(), commStagingBytes(s));
+  double backward = e.activation_bytes() + e.transient_bytes() + cpuMaskBytes(s);
+  // With more than one bucket the first reduce-scatters run while the
+  // backward still holds its activations; with one, after it.
+  double staging = commStagingBytes(s);
+  if (bucketsOfLargestReducer(s) > 1)
+    return state + backward + staging;
+  return state + std::max(backward, staging);
 }
 
 Status reportMemory(TrainerState &s, std::ostream &out) {

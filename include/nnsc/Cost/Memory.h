@@ -71,6 +71,9 @@ struct DeviceMemory {
   double optimizerBytes = 0;
   double activationBytes = 0; ///< saved for backward, one micro-batch
   double transientBytes = 0;  ///< the largest backward working set on top
+  /// Dropout mask elements in activations and transient, at one byte each
+  /// there (OpCost.h Saved::maskElements).
+  double maskElements = 0;
   double total() const {
     return paramBytes + gradBytes + optimizerBytes + activationBytes + transientBytes;
   }

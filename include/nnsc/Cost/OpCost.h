@@ -78,6 +78,10 @@ struct Saved {
   std::vector<int> inputs;  ///< node input indices saved
   std::vector<int> outputs; ///< node output indices saved
   double extraBytes = 0;    ///< tensors made inside the op (mask, mean/rstd, lse)
+  /// Elements of a dropout mask among extraBytes, counted there at one byte
+  /// each (CUDA's fused dropout keeps a bool mask). LibTorch's CPU dropout
+  /// keeps a mask in the input's dtype instead: the runtime adds the rest.
+  double maskElements = 0;
 };
 
 struct OpCost {
