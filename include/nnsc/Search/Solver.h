@@ -1,0 +1,42 @@
+#pragma once
+/// Exact solvers of a search::Problem.
+///
+/// solveDp: a dynamic program over the operator order, nnScaler's
+/// formulation with memory as a dimension. Its state after node i is the
+/// options of the "frontier" (nodes <= i with an edge to a node > i), and
+/// for every state it keeps the Pareto set of (memory, time) over the
+/// choices so far, so the memory limit is exact, not bucketed. The work
+/// grows with the product of the frontier's option counts (small for the
+/// chains and residual streams of transformer layers once followers are
+/// merged) times the Pareto sets' sizes.
+///
+/// solveBruteForce: every assignment, for cross-checks on small problems.
+
+#include "nnsc/Search/Problem.h"
+#include "nnsc/Support/Status.h"
+
+namespace nnsc::search {
+
+struct DpLimits {
+  /// Largest number of frontier states the program may hold at once; a
+  /// problem wider than this is an error naming the node, not a hang.
+  int64_t maxStates = 1 << 20;
+  /// Largest Pareto set kept per state; past it the set is thinned to this
+  /// many points evenly spread over memory (no longer exact: reported).
+  int64_t maxParetoPoints = 4096;
+};
+
+/// The minimum-time assignment within the memory limit. Errors: a malformed
+/// problem (an edge's node out of range or backwards, a cost table of the
+/// wrong size, a node without options), a frontier past maxStates, or no
+/// assignment within the limit ("no plan fits in X: the least memory any
+/// assignment needs is Y").
+Expected<Solution> solveDp(const Problem &p, const DpLimits &limits = {});
+
+/// The same by enumeration; refuses problems of more than `maxAssignments`.
+Expected<Solution> solveBruteForce(const Problem &p, int64_t maxAssignments = 1 << 22);
+
+/// Checks the problem's shape (the errors solveDp lists first).
+Status validateProblem(const Problem &p);
+
+} // namespace nnsc::search
