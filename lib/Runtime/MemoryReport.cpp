@@ -7,13 +7,22 @@
 #include <fmt/format.h>
 
 #include "nnsc/Runtime/AllocationCounter.h"
+#include "nnsc/Runtime/CudaMemory.h"
 
 namespace nnsc::rt {
 
 namespace {
 
 bool measuring(const TrainerConfig &config) {
-  return config.reportMemory == "true" && config.device == "cpu";
+  if (config.reportMemory != "true")
+    return false;
+  return config.device == "cpu" || cudaMemoryStatsAvailable();
+}
+
+// What the measurement is, for the report line.
+const char *measuredWhat(const TrainerState &s) {
+  return s.device.is_cuda() ? "CUDA caching allocator peak"
+                            : "live CPU tensor storage, counting allocator";
 }
 
 // Bytes of optimizer state per trainable element, as Optimizer and
@@ -121,9 +130,13 @@ std::string breakdown(const TrainerState &s) {
 
 } // namespace
 
-void startMemoryMeasurement(const TrainerConfig &config) {
+void startMemoryMeasurement(const TrainerConfig &config, int localRank) {
   if (!measuring(config))
     return;
+  if (config.device == "cuda") {
+    resetCudaPeakBytes(localRank);
+    return;
+  }
   installCpuAllocationCounter();
   resetCpuPeakBytes();
 }
@@ -155,10 +168,12 @@ Status reportMemory(TrainerState &s, std::ostream &out) {
     return Status::ok();
   const int64_t world = s.env.worldSize;
   at::Tensor values = at::zeros({2, world}, at::TensorOptions().dtype(at::kDouble));
-  values[0][s.env.rank] = double(cpuPeakBytes());
+  values[0][s.env.rank] = s.device.is_cuda() ? double(cudaPeakBytes(s.device.index()))
+                                             : double(cpuPeakBytes());
   values[1][s.env.rank] = estimatedBytes(s);
-  std::vector<at::Tensor> bufs{values};
+  std::vector<at::Tensor> bufs{values.to(s.device)}; // NCCL reduces device tensors only
   NNSC_RETURN_IF_ERROR(s.comm->world().allReduce(bufs)->wait());
+  values = bufs[0].cpu();
   if (!s.isLogger())
     return Status::ok();
   std::vector<std::string> measured, estimated;
@@ -167,9 +182,8 @@ Status reportMemory(TrainerState &s, std::ostream &out) {
     double e = values[1][r].item<double>();
     estimated.push_back(e > 0 ? mib(e) : "none");
   }
-  out << fmt::format("nnsc-run: peak memory per rank (live CPU tensor storage, counting "
-                     "allocator): measured {}; plan estimate {}",
-                     fmt::join(measured, " | "), fmt::join(estimated, " | "))
+  out << fmt::format("nnsc-run: peak memory per rank ({}): measured {}; plan estimate {}",
+                     measuredWhat(s), fmt::join(measured, " | "), fmt::join(estimated, " | "))
       << std::endl;
   if (s.manifest.has_memory_estimate())
     out << fmt::format("nnsc-run: estimate of {}", breakdown(s)) << std::endl;

@@ -11,9 +11,11 @@
 
 namespace nnsc::rt {
 
-/// Starts counting (config report_memory, device cpu) before the shards are
-/// loaded, so parameters count. Does nothing otherwise.
-void startMemoryMeasurement(const TrainerConfig &config);
+/// Starts counting (config report_memory) before the shards are loaded, so
+/// parameters count: on the CPU by installing the counting allocator, on
+/// CUDA by resetting the caching allocator's peak of device `localRank`
+/// (where this build has CUDA statistics). Does nothing otherwise.
+void startMemoryMeasurement(const TrainerConfig &config, int localRank);
 
 /// All ranks: gathers every rank's peak and estimate; rank 0 prints
 /// "nnsc-run: peak memory per rank (...): measured ... | estimate ...".

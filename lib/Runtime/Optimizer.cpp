@@ -170,16 +170,20 @@ Expected<double> clipGradNorm(const std::vector<at::Tensor> &params,
   if (!scope.world) {
     total = norms.empty() ? at::zeros({}) : l2Norm(at::stack(norms));
   } else {
-    double sq = 0;
-    for (size_t i = 0; i < norms.size(); ++i) {
-      double n = norms[i].item<double>();
-      sq += n * n / copies[i];
+    // One device reduction, no host read per parameter: the sum of the
+    // squared norms (each over its replicas) stays on the gradients' device,
+    // where NCCL wants it.
+    at::Device device = grads.empty() ? scope.device : grads[0].device();
+    at::Tensor sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device));
+    if (!norms.empty()) {
+      at::Tensor n = at::stack(norms).to(at::kDouble);
+      std::vector<double> count(copies.begin(), copies.end());
+      at::Tensor c = at::tensor(count, at::TensorOptions().dtype(at::kDouble)).to(device);
+      sq = (n * n / c).sum().reshape({1});
     }
-    at::Tensor buf = at::full({1}, sq, at::TensorOptions().dtype(at::kDouble));
-    std::vector<at::Tensor> bufs{buf};
+    std::vector<at::Tensor> bufs{sq};
     NNSC_RETURN_IF_ERROR(scope.world->allReduce(bufs)->wait());
-    double sum = buf.item<double>() / double(scope.dpSize);
-    total = at::full({}, std::sqrt(sum), at::TensorOptions().dtype(at::kFloat));
+    total = (bufs[0] / double(scope.dpSize)).sqrt().to(at::kFloat).reshape({});
   }
   if (maxNorm > 0 && !grads.empty()) {
     at::Tensor coef = (total + 1e-6).reciprocal() * maxNorm;

@@ -38,12 +38,14 @@ double lossShare(const TrainerState &s, double loss) {
 // losses, each the sum of its ranks' shares (`sum` is this rank's, summed
 // over its micro-batches; ranks without a loss contribute 0).
 Expected<double> averageOverCopies(TrainerState &s, double sum, double count) {
-  at::Tensor buf = at::tensor({sum}, at::TensorOptions().dtype(at::kDouble));
+  // On the group's device: NCCL reduces CUDA tensors only.
+  at::Tensor buf = at::tensor({sum}, at::TensorOptions().dtype(at::kDouble)).to(s.device);
   std::vector<at::Tensor> bufs{buf};
   Status st = s.comm->world().allReduce(bufs)->wait();
   if (!st.isOk())
     return st.withContext("averaging the loss over ranks");
-  return buf[0].item<double>() / (count * double(std::max<int64_t>(1, s.layout.dpSize)));
+  return bufs[0].cpu()[0].item<double>() /
+         (count * double(std::max<int64_t>(1, s.layout.dpSize)));
 }
 
 Status backward(TrainerState &s, const at::Tensor &loss) {
@@ -78,6 +80,7 @@ Expected<double> gradientNorm(TrainerState &s) {
   }
   GradNormScope scope;
   scope.dpSize = s.layout.dpSize;
+  scope.device = s.device;
   if (s.manifest.plan_ngpus() > 1)
     scope.world = &s.comm->world();
   return clipGradNorm(s.trainable, s.trainableReplicas, clip, scope);
@@ -243,8 +246,9 @@ void printBanner(const TrainerState &s, std::ostream &out) {
 Status reportOptimizerBytes(TrainerState &s, std::ostream &out) {
   at::Tensor bytes = at::zeros({s.env.worldSize}, at::TensorOptions().dtype(at::kLong));
   bytes[s.env.rank] = optimizerStateBytes(s);
-  std::vector<at::Tensor> bufs{bytes};
+  std::vector<at::Tensor> bufs{bytes.to(s.device)}; // NCCL reduces device tensors only
   NNSC_RETURN_IF_ERROR(s.comm->world().allReduce(bufs)->wait());
+  bytes = bufs[0].cpu();
   if (!s.isLogger())
     return Status::ok();
   std::vector<std::string> cells;
@@ -256,7 +260,7 @@ Status reportOptimizerBytes(TrainerState &s, std::ostream &out) {
 }
 
 Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
-  startMemoryMeasurement(config);
+  startMemoryMeasurement(config, env.localRank);
   auto state = setupTrainer(config, env);
   if (!state)
     return state.status();

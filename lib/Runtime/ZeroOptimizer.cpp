@@ -217,23 +217,24 @@ Expected<double> clipGradNormSharded(const std::vector<at::Tensor> &params,
                                      CommBackend &world, int64_t dpSize) {
   at::NoGradGuard noGrad;
   const double dp = double(std::max<int64_t>(1, dpSize));
-  at::Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
+  // Summed on the parameters' device (NCCL reduces device tensors only).
+  at::Device device = params.empty() ? at::Device(at::kCPU) : params[0].device();
+  at::Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device));
   std::vector<at::Tensor> grads;
   for (size_t i = 0; i < params.size(); ++i) {
     if (!params[i].grad().defined())
       continue;
     grads.push_back(params[i].grad());
-    at::Tensor n = l2Norm(grads.back().detach()).to(at::kCPU, at::kDouble);
+    at::Tensor n = l2Norm(grads.back().detach()).to(at::kDouble);
     local.add_(n * n / double(replicas[i] > 0 ? replicas[i] : 1));
   }
   // A shard's elements are held by this rank alone in the whole job, where a
   // plain shard counts once per copy (and replica): weigh them alike.
   for (ZeroOptimizer *z : sharded)
-    local.add_(z->gradSquareSum() * dp);
+    local.add_(z->gradSquareSum().to(device) * dp);
   std::vector<at::Tensor> bufs{local};
   NNSC_RETURN_IF_ERROR(world.allReduce(bufs)->wait());
-  double sum = local.item<double>() / dp;
-  at::Tensor total = at::full({}, std::sqrt(sum), at::TensorOptions().dtype(at::kFloat));
+  at::Tensor total = (bufs[0] / dp).sqrt().to(at::kFloat).reshape({});
   if (maxNorm > 0) {
     at::Tensor coef = (total + 1e-6).reciprocal() * maxNorm;
     coef = at::clamp_max(coef, 1.0);

@@ -81,6 +81,7 @@ struct GradNormScope {
   /// divided by its replica count, and the sum divided by dpSize.
   CommBackend *world = nullptr;
   int64_t dpSize = 1;
+  at::Device device{at::kCPU}; ///< where the reduction runs when a rank has no gradient
 };
 
 /// Global L2 norm of the grads of `params` (replicas[i] copies of each in a
