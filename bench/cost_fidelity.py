@@ -27,11 +27,11 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PY = "/usr/bin/python3"
+import benchlib
+
+ROOT = benchlib.ROOT
 
 PLANS = [  # name, ranks, nnsc-plan arguments (plan files relative to examples/<model>)
     ("1 process", 1, ["--policy", "dp", "--runtime-ngpus", "1"]),
@@ -45,11 +45,8 @@ PLANS = [  # name, ranks, nnsc-plan arguments (plan files relative to examples/<
 ]
 
 
-def sh(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"cost_fidelity: {' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    return r.stdout + r.stderr
+def sh(cmd):
+    return benchlib.sh(cmd, "cost_fidelity")
 
 
 def profile(args, work):
@@ -68,16 +65,7 @@ def profile(args, work):
 
 def prepare(model, config, work, b):
     d = f"{work}/{model}"
-    os.makedirs(d, exist_ok=True)
-    sh([PY, f"{ROOT}/examples/{model}/export.py", "--config", config, "--attention", "explicit",
-        "--out", f"{d}/model"])
-    sh([f"{b}/nnsc-trace", f"{d}/model/model.pt", "--inputs", f"{d}/model/inputs.yaml",
-        "-o", f"{d}/trace", "--no-verify"])
-    import torch
-    m = torch.jit.load(f"{d}/model/model.pt")
-    # The token embedding is the first 2-d parameter of both examples.
-    vocab = next(p.shape[0] for _, p in m.named_parameters() if p.dim() == 2)
-    return d, vocab
+    return d, benchlib.prepare(model, config, d, b, "cost_fidelity")
 
 
 def predicted(text):

@@ -18,39 +18,16 @@ ratio of optimizer bytes with ZeRO-1 to without (goal at dp 2: 0.5) and of the p
 activation memory with recompute to without.
 """
 import argparse
-import os
 import re
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PY = "/usr/bin/python3"
+import benchlib
+
+ROOT = benchlib.ROOT
 
 
 def sh(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"memory_estimate: {' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    return r.stdout + r.stderr
-
-
-def prepare(model, config, work, b):
-    d = f"{work}/{model}-{config}"
-    os.makedirs(d, exist_ok=True)
-    sh([PY, f"{ROOT}/examples/{model}/export.py", "--config", config, "--attention", "explicit",
-        "--out", f"{d}/model"])
-    sh([f"{b}/nnsc-trace", f"{d}/model/model.pt", "--inputs", f"{d}/model/inputs.yaml",
-        "-o", f"{d}/trace", "--no-verify"])
-    return d
-
-
-def vocab_of(d):
-    import torch
-    m = torch.jit.load(f"{d}/model/model.pt")
-    for name, p in m.named_parameters():
-        if p.dim() == 2:  # the token embedding comes first in both examples
-            return p.shape[0]
-    sys.exit("memory_estimate: no embedding table found")
+    return benchlib.sh(cmd, "memory_estimate")
 
 
 MIB = 2.0**20
@@ -96,8 +73,8 @@ def main():
     errors = []
     for item in args.models.split(","):
         model, config, classes = item.split(":")
-        d = prepare(model, config, args.work, args.bin)
-        vocab = vocab_of(d)
+        d = f"{args.work}/{model}-{config}"
+        vocab = benchlib.prepare(model, config, d, args.bin, "memory_estimate")
         for dp in [int(x) for x in args.dps.split(",")]:
             results = {}
             for zero in (0, 1):

@@ -6,8 +6,10 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include "TensorIO.h"
 #include "nnsc/Runtime/AllocationCounter.h"
 #include "nnsc/Runtime/CudaMemory.h"
+#include "nnsc/Runtime/ShardTable.h"
 
 namespace nnsc::rt {
 
@@ -35,26 +37,8 @@ double optimizerBytesPerElement(const OptimizerConfig &o) {
 }
 
 double shardBytes(const proto::Shard &s) {
-  double n = 4;
-  switch (s.dtype()) {
-  case proto::DType::FLOAT64:
-  case proto::DType::INT64:
-  case proto::DType::COMPLEX64:
-    n = 8;
-    break;
-  case proto::DType::FLOAT16:
-  case proto::DType::BFLOAT16:
-  case proto::DType::INT16:
-    n = 2;
-    break;
-  case proto::DType::INT8:
-  case proto::DType::UINT8:
-  case proto::DType::BOOL:
-    n = 1;
-    break;
-  default:
-    break;
-  }
+  auto type = scalarTypeOfCode(safetensorsCodeOfProtoDType(s.dtype()));
+  double n = type ? double(c10::elementSize(*type)) : 4.0;
   for (int64_t d : s.shape())
     n *= static_cast<double>(d);
   return n;
@@ -67,17 +51,23 @@ int groupSize(const proto::RankManifest &m, int group) {
   return 1;
 }
 
+// Gradient bytes each reducer of the manifest reduces.
+std::vector<double> reducerBytes(const proto::RankManifest &m) {
+  std::vector<double> bytes(static_cast<size_t>(m.reducers_size()), 0.0);
+  for (const proto::Shard &sh : m.shards())
+    if (sh.reducer() >= 0 && sh.reducer() < m.reducers_size())
+      bytes[static_cast<size_t>(sh.reducer())] += shardBytes(sh);
+  return bytes;
+}
+
 // LibTorch's Gloo has no reduce-scatter: GlooBackend emulates it with an
 // all-to-all over a stacked copy of the bucket into a second buffer of the
 // same size, then sums its shard. Under ZeRO that staging (two buckets and a
-// shard) lives at the end of the backward, when the activations are gone.
+// shard) lives while a bucket is in flight.
 double commStagingBytes(const TrainerState &s) {
   if (s.manifest.zero() <= 0 || s.comm->world().name() != "gloo")
     return 0;
-  std::vector<double> bytes(static_cast<size_t>(s.manifest.reducers_size()), 0.0);
-  for (const proto::Shard &sh : s.manifest.shards())
-    if (sh.reducer() >= 0 && sh.reducer() < s.manifest.reducers_size())
-      bytes[static_cast<size_t>(sh.reducer())] += shardBytes(sh);
+  std::vector<double> bytes = reducerBytes(s.manifest);
   double staging = 0;
   for (int r = 0; r < s.manifest.reducers_size(); ++r) {
     int n = groupSize(s.manifest, s.manifest.reducers(r).group());
@@ -99,10 +89,7 @@ double cpuMaskBytes(const TrainerState &s) {
 // Buckets of the reducer with the most gradient bytes (Reducer closes a
 // bucket once it reaches bucket_bytes).
 int64_t bucketsOfLargestReducer(const TrainerState &s) {
-  std::vector<double> bytes(static_cast<size_t>(s.manifest.reducers_size()), 0.0);
-  for (const proto::Shard &sh : s.manifest.shards())
-    if (sh.reducer() >= 0 && sh.reducer() < s.manifest.reducers_size())
-      bytes[static_cast<size_t>(sh.reducer())] += shardBytes(sh);
+  std::vector<double> bytes = reducerBytes(s.manifest);
   int64_t most = 0;
   for (int r = 0; r < s.manifest.reducers_size(); ++r) {
     double cap = std::max<double>(1, double(s.manifest.reducers(r).bucket_bytes()));
