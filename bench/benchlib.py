@@ -1,5 +1,6 @@
 """Helpers the Python benches share: running a tool, and a model exported and traced."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -27,3 +28,15 @@ def prepare(model, config, d, b, who="bench"):
     import torch
     m = torch.jit.load(f"{d}/model/model.pt")
     return next(p.shape[0] for _, p in m.named_parameters() if p.dim() == 2)
+
+
+def write_config(path, program, run_dir, vocab, steps):
+    """A trainer config for a timing/memory run: synthetic tokens, 1 thread per worker,
+    AdamW, no checkpoint before the end, never resuming; run_dir starts empty."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    with open(path, "w") as f:
+        f.write(f"program: {program}\nrun_dir: {run_dir}\nthreads: 1\n"
+                f"data: {{kind: synthetic, vocab_size: {vocab}}}\n"
+                f"train: {{steps: {steps}, log_every: 1000}}\n"
+                "optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}\n"
+                "checkpoint: {every: 0, resume: never}\n")

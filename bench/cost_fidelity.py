@@ -95,13 +95,8 @@ def run_plan(d, model, vocab, name, ranks, plan_args, args, spec, comm):
               "--comm", comm, "--optimizer", "adamw", "-o", f"{d}/{tag}.pb", "--print"])
     pred = predicted(out)
     sh([f"{args.bin}/nnsc-codegen", f"{d}/trace/graph.pb", f"{d}/{tag}.pb", "-o", f"{d}/{tag}"])
-    with open(f"{d}/{tag}.yaml", "w") as f:
-        f.write(f"program: {d}/{tag}\nrun_dir: {d}/{tag}-run\nthreads: 1\n"
-                f"data: {{kind: synthetic, vocab_size: {vocab}}}\n"
-                f"train: {{steps: {args.steps + args.warmup}, log_every: 1000}}\n"
-                "optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}\n"
-                "checkpoint: {every: 0, resume: never}\n")
-    os.system(f"rm -rf {d}/{tag}-run")
+    benchlib.write_config(f"{d}/{tag}.yaml", f"{d}/{tag}", f"{d}/{tag}-run", vocab,
+                          args.steps + args.warmup)
     log = sh([f"{args.bin}/nnsc-run", f"{d}/{tag}.yaml", "--nproc-per-node", str(ranks)])
     meas, peak, est = measured(f"{d}/{tag}-run", log, args.warmup)
     return pred, meas, max(peak), max(est)

@@ -41,12 +41,8 @@ def measure(d, b, dp, zero, classes, steps, vocab):
         plan += ["--recompute-modules", classes]
     sh(plan)
     sh([f"{b}/nnsc-codegen", f"{d}/trace/graph.pb", f"{d}/{tag}.pb", "-o", f"{d}/{tag}"])
-    with open(f"{d}/{tag}.yaml", "w") as f:
-        f.write(f"program: {d}/{tag}\nrun_dir: {d}/{tag}-run\nthreads: 1\n"
-                f"data: {{kind: synthetic, vocab_size: {vocab}}}\n"
-                f"train: {{steps: {steps}, log_every: 1000}}\n"
-                "optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}\n"
-                "checkpoint: {every: 0, resume: never}\n")
+    benchlib.write_config(f"{d}/{tag}.yaml", f"{d}/{tag}", f"{d}/{tag}-run", vocab,
+                          steps)
     log = sh([f"{b}/nnsc-run", f"{d}/{tag}.yaml", "--nproc-per-node", str(dp)])
     opt = re.search(r"optimizer-state bytes per rank: ([0-9,]+)", log)
     mem = re.search(r"peak memory per rank \([^)]*\): measured ([0-9.]+) MiB[^;]*; "

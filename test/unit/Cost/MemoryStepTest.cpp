@@ -50,6 +50,7 @@ TEST_CASE("activations are what each op saves, counted once", "[cost]") {
   // linear keeps x (256 B; W is a parameter), relu its output (128), dropout
   // its byte mask (32), softmax its output (128), sum nothing.
   CHECK(m.activationBytes == 256 + 128 + 32 + 128);
+  CHECK(m.maskElements == 32); // the runtime prices them by the device's mask dtype
   CHECK(m.paramBytes == 512);
   CHECK(m.gradBytes == 512);
   CHECK(m.optimizerBytes == 128 * 8); // AdamW exp_avg + exp_avg_sq
@@ -126,6 +127,11 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   CHECK(s->gradReduceExposed == Catch::Approx(s->gradReduce));
   CHECK(s->buckets == 1);
   CHECK(s->total() == Catch::Approx(fwd + bwd + s->gradReduce + s->optimizer));
+  // AdamW as the runtime runs it: 8 kernels a tensor, 80 bytes an element.
+  CHECK(s->optimizer == Catch::Approx(128 * 80 / 1e11 + 8 * 1e-6));
+  cost::StepOptions sgd;
+  sgd.memory.optimizer = cost::Optimizer::Sgd;
+  CHECK(cost::stepTime(in, cluster, sgd)->optimizer == Catch::Approx(128 * 12 / 1e11 + 1e-6));
   // A gradient ready early (its reader is the last part) overlaps the rest.
   in.grads[0].firstReader = 4;
   s = cost::stepTime(in, cluster, {});

@@ -203,4 +203,19 @@ TEST_CASE("workSeconds is the roofline plus the launch floor", "[cost]") {
   cost::Work mem{1e3, 1e9, 2, false};
   CHECK(cost::workSeconds(mem, DType::BFloat16, d) == Catch::Approx(1e9 / 5e10 + 2e-6));
   CHECK(cost::workSeconds(cost::Work{}, DType::Float32, d) == 0);
+  // Random draws bound an op where the spec has a rate (a CPU), not elsewhere.
+  cost::Work draws{1e3, 1e3, 1, false, 1e8};
+  CHECK(cost::workSeconds(draws, DType::Float32, d) == Catch::Approx(1e3 / 5e10 + 1e-6));
+  d.randomRate = 1e8;
+  CHECK(cost::workSeconds(draws, DType::Float32, d) == Catch::Approx(1.0 + 1e-6));
+}
+
+TEST_CASE("dropout and random fills draw one number per output element", "[cost]") {
+  Part drop("aten::dropout", {act({4, 8})}, {act({4, 8})});
+  CHECK(drop.cost().forward.randomDraws == 32);
+  CHECK(drop.cost().saved.maskElements == 32);
+  Part rand("aten::rand_like", {act({4, 8}, false)}, {act({4, 8}, false)});
+  CHECK(rand.cost().forward.randomDraws == 32);
+  Part relu("aten::relu", {act({4, 8})}, {act({4, 8})});
+  CHECK(relu.cost().forward.randomDraws == 0);
 }

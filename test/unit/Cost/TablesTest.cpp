@@ -74,6 +74,15 @@ TEST_CASE("device specs parse and name the key, file and line of an error", "[co
              ContainsSubstring("missing key 'memory_bandwidth' in the device spec"));
   auto badFlops = cost::parseDeviceSpec(replaced(kSpec, "bfloat16:", "bf16:"), "g.yaml");
   CHECK_THAT(badFlops.status().message(), ContainsSubstring("unknown key 'bf16' in 'flops'"));
+  // random_rate is optional: absent it is 0 (not a limit); present it must be positive.
+  CHECK(spec->randomRate == 0);
+  std::string withRate = replaced(kSpec, "launch_floor", "random_rate: 1.7e8\nlaunch_floor");
+  auto rated = cost::parseDeviceSpec(withRate, "cpu.yaml");
+  REQUIRE(rated.isOk());
+  CHECK(rated->randomRate == 1.7e8);
+  auto badRate = cost::parseDeviceSpec(replaced(withRate, "1.7e8", "-1"), "cpu.yaml");
+  CHECK_THAT(badRate.status().message(),
+             ContainsSubstring("cpu.yaml:8:14: error: 'random_rate' must be positive, got -1"));
 }
 
 TEST_CASE("the shipped device specs and comm tables load", "[cost]") {
