@@ -30,6 +30,15 @@ const std::vector<Policy> &policies() {
        makeDataSplit},
       {"hybrid", "tp over --plan-ngpus T devices, runtime_ngpus / T data-parallel copies",
        makeHybrid},
+      {"autodist",
+       "search the plan under a memory limit against the cost model (--device or --cluster; "
+       "docs/autodist.md)",
+       [](const ir::Graph &graph, const PlanOptions &options) -> Expected<proto::Plan> {
+         if (!options.search)
+           return Status::error("error: policy 'autodist' needs the cost model: run it from "
+                                "nnsc-plan with --device or --cluster");
+         return options.search(graph);
+       }},
       {"file", "a user plan file (--plan-file PLAN.yaml): rules by module path, op or node",
        makeFromPlanFile},
   };

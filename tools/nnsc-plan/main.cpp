@@ -2,13 +2,18 @@
 //   nnsc-plan GRAPH.pb --policy dp|tp|data|hybrid|file --runtime-ngpus N
 //             [--plan-ngpus T] [--plan-file PLAN.yaml] [--seed S] [--zero 0|1]
 //             [--recompute-modules CLASS,...] -o plan.pb [--print]
+//   nnsc-plan GRAPH.pb --policy autodist --runtime-ngpus N [--plan-ngpus T|auto]
+//             (--device D|--cluster C) [--mem-limit 60GiB] [--zero auto|0|1]
+//             [--recompute auto|none|CLASS,...] -o plan.pb [--print]
 //   nnsc-plan --print plan.pb [--graph GRAPH.pb]
 // Cost model (docs/cost-model.md): [--cluster C.yaml | --device D.yaml [--comm T.yaml]
 //   [--devices-per-node N]] [--optimizer adamw] [--precision fp32|mixed]
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
+#include "nnsc/AutoDist/AutoDist.h"
 #include "nnsc/Cost/Report.h"
 #include "nnsc/Plan/PlanIO.h"
 #include "nnsc/Support/ToolMain.h"
@@ -50,12 +55,52 @@ nnsc::plan::PlanCheck partitionCheck(const std::optional<nnsc::cost::Cluster> &c
   };
 }
 
+// "auto" -> -1; an integer -> itself; else an error naming the flag.
+nnsc::Expected<int> autoOrInt(const std::string &flag, const std::string &text) {
+  if (text == "auto")
+    return -1;
+  try {
+    size_t used = 0;
+    int v = std::stoi(text, &used);
+    if (used == text.size())
+      return v;
+  } catch (const std::exception &) {
+  }
+  return nnsc::errorf("error: {} '{}': expected auto or a number", flag, text);
+}
+
+// "80GiB", "60GB", "1.5e10", "512MiB" -> bytes.
+nnsc::Expected<double> parseBytes(const std::string &text) {
+  static const std::vector<std::pair<std::string, double>> units = {
+      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
+      {"TB", 1e12},             {"GB", 1e9},           {"MB", 1e6},        {"KB", 1e3},
+      {"B", 1}};
+  std::string number = text;
+  double scale = 1;
+  for (const auto &[suffix, factor] : units)
+    if (text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      number = text.substr(0, text.size() - suffix.size());
+      scale = factor;
+      break;
+    }
+  try {
+    size_t used = 0;
+    double v = std::stod(number, &used);
+    if (used == number.size() && v > 0)
+      return v * scale;
+  } catch (const std::exception &) {
+  }
+  return nnsc::errorf("error: --mem-limit '{}': expected a positive size such as 60GiB or 512MiB",
+                      text);
+}
+
 } // namespace
 
 static int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-plan: choose how to parallelize a traced graph"};
   nnsc::plan::PlanOptions opts;
   std::string input, outPath, graphOverride;
+  std::string zeroText, planNgpusText, recomputeText, memLimitText;
   bool print = false;
   uint64_t seed = 0;
   app.add_option("input", input, "graph.pb to plan, or plan.pb to print with --print")->required();
@@ -64,8 +109,9 @@ static int toolMain(int argc, char **argv) {
                      ->default_val("dp");
   auto *ngpus = app.add_option("--runtime-ngpus", opts.runtimeNgpus, "total ranks at run time")
                     ->default_val(1);
-  auto *planNgpus = app.add_option("--plan-ngpus", opts.planNgpus,
-                                   "devices one model copy spans (tp, data, hybrid, file)");
+  auto *planNgpus = app.add_option("--plan-ngpus", planNgpusText,
+                                   "devices one model copy spans (tp, data, hybrid, file); "
+                                   "autodist: auto (the default) or a number");
   auto *planFile = app.add_option("--plan-file", opts.planFile, "policy file: the plan YAML");
   auto *seedOpt = app.add_option("--seed", seed, "tp/hybrid: pick split dims at random");
   auto *micro =
@@ -75,9 +121,16 @@ static int toolMain(int argc, char **argv) {
                                    "module classes to recompute in backward, each instance a group "
                                    "(Block,LlamaDecoderLayer)")
                         ->delimiter(',');
-  auto *zero = app.add_option("--zero", opts.zero,
+  auto *zero = app.add_option("--zero", zeroText,
                               "ZeRO stage over the data-parallel copies: 0 (off) or 1 (optimizer "
-                              "states sharded; docs/zero.md)");
+                              "states sharded; docs/zero.md); autodist: auto (the default) picks 1 "
+                              "only where memory needs it");
+  app.add_option("--recompute", recomputeText,
+                 "autodist: auto (the default: the fewest repeated blocks that make the plan fit), "
+                 "none, or module classes (Block,LlamaDecoderLayer)");
+  app.add_option("--mem-limit", memLimitText,
+                 "autodist: bytes per device a plan may use (60GiB; default 80% of the device's "
+                 "memory)");
   auto *out = app.add_option("-o,--out", outPath, "where to write plan.pb");
   app.add_option("--graph", graphOverride, "with --print PLAN.pb: the graph it was made for");
   app.add_flag("--print", print, "print the plan's text form");
@@ -94,6 +147,30 @@ static int toolMain(int argc, char **argv) {
   NNSC_PARSE(app, argc, argv);
   if (seedOpt->count())
     opts.seed = seed;
+  bool autodist = opts.policy == "autodist";
+  using Flag = std::tuple<const char *, std::string *, int *>;
+  for (auto [flag, text, target] :
+       {Flag{"--zero", &zeroText, &opts.zero}, Flag{"--plan-ngpus", &planNgpusText, &opts.planNgpus}}) {
+    if (text->empty())
+      continue;
+    auto v = autoOrInt(flag, *text);
+    if (v && *v < 0 && !autodist)
+      v = nnsc::errorf("error: {} auto needs --policy autodist", flag);
+    if (!v) {
+      std::cerr << v.status().message() << '\n';
+      return static_cast<int>(v.status().kind());
+    }
+    *target = *v;
+  }
+  if (!autodist)
+    for (auto [flag, text] : {std::pair<const char *, std::string *>{"--recompute", &recomputeText},
+                               std::pair<const char *, std::string *>{"--mem-limit", &memLimitText}})
+      if (!text->empty()) {
+        std::cerr << "error: " << flag << " needs --policy autodist\n";
+        return 1;
+      }
+  if (opts.planNgpus < 0) // auto
+    opts.planNgpus = 0;
 
   auto cluster = nnsc::cost::selectCluster(cf.cluster, cf.device, cf.comm, cf.devicesPerNode);
   auto optimizer = nnsc::cost::parseOptimizer(cf.optimizer);
@@ -110,12 +187,66 @@ static int toolMain(int argc, char **argv) {
     printOptions.capacity = (*cluster)->device.memoryBytes;
   auto check = partitionCheck(*cluster, printOptions.memory);
 
+  // autodist: the search, handed to the plan library as the policy's body.
+  std::string report;
+  nnsc::autodist::Options ad;
+  if (autodist) {
+    if (!*cluster) {
+      std::cerr << "error: policy 'autodist' needs a device to plan for: --device D.yaml (with "
+                   "--comm T.yaml) or --cluster C.yaml\n";
+      return 1;
+    }
+    ad.runtimeNgpus = opts.runtimeNgpus;
+    ad.planNgpus = opts.planNgpus;
+    ad.microBatches = opts.microBatches;
+    ad.zero = opts.zero;
+    ad.memory = printOptions.memory;
+    ad.graphPath = input;
+    if (!memLimitText.empty()) {
+      auto bytes = parseBytes(memLimitText);
+      if (!bytes) {
+        std::cerr << bytes.status().message() << '\n';
+        return 1;
+      }
+      ad.memLimit = *bytes;
+    }
+    if (recomputeText == "none") {
+      ad.recompute = nnsc::autodist::Options::Recompute::None;
+    } else if (!recomputeText.empty() && recomputeText != "auto") {
+      ad.recompute = nnsc::autodist::Options::Recompute::Modules;
+      std::stringstream ss(recomputeText);
+      for (std::string cls; std::getline(ss, cls, ',');)
+        if (!cls.empty())
+          ad.recomputeModules.push_back(cls);
+    }
+    if (!opts.recomputeModules.empty()) {
+      ad.recompute = nnsc::autodist::Options::Recompute::Modules;
+      ad.recomputeModules = opts.recomputeModules;
+      opts.recomputeModules.clear();
+    }
+    const nnsc::cost::Cluster &machine = **cluster;
+    opts.search = [&ad, &machine, &report](const nnsc::ir::Graph &graph)
+        -> nnsc::Expected<nnsc::proto::Plan> {
+      auto found = nnsc::autodist::search(graph, machine, ad);
+      if (!found)
+        return found.status();
+      std::ostringstream os;
+      nnsc::autodist::printReport(*found, graph, machine, os);
+      report = os.str();
+      return found->plan;
+    };
+    opts.zero = -1; // the plan carries the stage the search chose
+  }
+
   bool planning = out->count() || policy->count() || ngpus->count() || micro->count() ||
                   planNgpus->count() || planFile->count() || recompute->count() || zero->count();
   nnsc::Status st;
-  if (planning)
+  if (planning) {
     st = nnsc::plan::runPlanTool(input, opts, outPath, print, std::cout, std::cerr, check,
                                  printOptions);
+    if (!report.empty())
+      (print ? std::cout : std::cerr) << report;
+  }
   else if (print)
     st = nnsc::plan::printPlanFile(input, graphOverride, std::cout, check, printOptions);
   else

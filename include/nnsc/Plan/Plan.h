@@ -51,6 +51,10 @@ struct PlanOptions {
   /// ZeRO stage over the data-parallel copies (docs/zero.md); -1: not given
   /// (a plan file's `zero`, else 0).
   int zero = -1;
+  /// The autodist policy's search (lib/AutoDist lives above Plan: it prices
+  /// plans with the partition pass): the tool supplies it; policy "autodist"
+  /// without it is an error.
+  std::function<Expected<proto::Plan>(const ir::Graph &graph)> search;
 };
 
 /// A policy fills in a plan for `graph`. It may assume `options` passed

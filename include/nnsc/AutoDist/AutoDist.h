@@ -1,0 +1,101 @@
+#pragma once
+/// autodist: the plan search (nnsc-plan --policy autodist, docs/autodist.md).
+///
+/// For every configuration of the copy -- devices per copy T (a divisor of
+/// the runtime's devices, or the one given), ZeRO stage, recompute groups --
+/// the search prices each op's options (replicate, or a split along any
+/// identifier its annotation allows over the copy's T devices) with the cost
+/// model: compute from the op costs on the option's local shapes, memory
+/// from what the option holds (parameter, gradient and optimizer bytes of
+/// the weights it reads first, activations it saves), the gradient
+/// reductions of those weights (inside the copy and over the data-parallel
+/// copies); and every producer/consumer pair's re-layout, forward and
+/// backward, from the RVD search priced by the comm table. The exact
+/// dynamic program of Search/Solver.h picks the cheapest assignment within
+/// the memory limit. Each found plan is then partitioned and priced whole
+/// (Transform/StepCost.h, Plan/Memory.h): a plan whose exact memory passes
+/// the limit is searched again under a limit lowered by the excess, and the
+/// configurations are compared by predicted time per sample.
+///
+/// Lives above Transform (it needs the RVD search and the step model) and
+/// below the tools; the solver it calls sees only numbers.
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "nnsc/Cost/Cluster.h"
+#include "nnsc/Cost/Memory.h"
+#include "nnsc/IR/Graph.h"
+#include "nnsc/Support/Status.h"
+#include "nnsc/plan.pb.h"
+
+namespace nnsc::autodist {
+
+struct Options {
+  int runtimeNgpus = 1;
+  /// Devices per model copy; 0: choose among the divisors of runtimeNgpus.
+  int planNgpus = 0;
+  int microBatches = 1; ///< per optimizer step (gradient accumulation)
+  /// Bytes per device a plan may use; 0: memFraction of the device's memory.
+  double memLimit = 0;
+  double memFraction = 0.8; ///< nnScaler's default share of the device
+  /// ZeRO stage; -1: choose (1 only where stage 0 does not fit).
+  int zero = -1;
+  /// Recompute: Auto picks module instances of the repeated block class
+  /// when nothing fits without them (the fewest layers that make it fit);
+  /// None never; Modules: every instance of the named classes.
+  enum class Recompute { Auto, None, Modules } recompute = Recompute::Auto;
+  std::vector<std::string> recomputeModules;
+  cost::MemoryOptions memory; ///< optimizer and precision (zero, dpSize set per configuration)
+  std::string graphPath;      ///< recorded in the plan
+  /// Points of each (memory, time) Pareto set the dynamic program keeps
+  /// (Search/Solver.h DpLimits): past it a set is thinned evenly over
+  /// memory. The memory limit stays exact: every plan found is priced whole
+  /// and searched again under a lower limit where it does not fit.
+  int64_t paretoPoints = 64;
+};
+
+/// One configuration the search tried, with its exact prices.
+struct Trial {
+  int planNgpus = 1;
+  int dp = 1;
+  int zero = 0;
+  int recomputeLayers = 0; ///< module instances recomputed
+  std::string source;      ///< "search", or a seed policy's name
+  bool fits = false;
+  std::string why;              ///< when it does not fit or failed: the reason
+  double stepSeconds = 0;       ///< predicted step (slowest device)
+  double secondsPerSample = 0;  ///< step / (dp copies): what configurations are compared on
+  double memoryBytes = 0;       ///< the largest device's estimate
+  double searchSeconds = 0;     ///< building and solving this configuration
+  int ops = 0;                  ///< graph nodes
+  int decisions = 0;            ///< decisions with more than one option (followers merged)
+  int64_t states = 0;           ///< the dynamic program's largest frontier
+};
+
+struct Result {
+  proto::Plan plan; ///< the best trial's plan (common fields not stamped)
+  std::vector<Trial> trials;
+  int chosen = -1;
+  double memLimit = 0;
+  std::string recomputeClass; ///< the module class recompute picks from ("" none)
+  int recomputeInstances = 0;
+  std::vector<std::string> notes; ///< why ZeRO or recompute were chosen
+  double totalSeconds = 0;
+};
+
+/// Searches a plan for `graph` on `cluster` (which must have a comm table).
+/// Errors: impossible options (planNgpus not dividing runtimeNgpus), no
+/// configuration fits the limit (the message gives the least memory any
+/// needs and what the limit is).
+Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
+                        const Options &options);
+
+/// The text report: the configurations tried (exact time and memory), the
+/// choice and why, and the chosen plan's split of each op class.
+void printReport(const Result &result, const ir::Graph &graph, const cost::Cluster &cluster,
+                 std::ostream &os);
+
+} // namespace nnsc::autodist

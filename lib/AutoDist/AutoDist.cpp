@@ -1,0 +1,476 @@
+// autodist's outer search: configurations, solves, exact pricing (AutoDist.h).
+#include "nnsc/AutoDist/AutoDist.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "Problem.h"
+#include "nnsc/Plan/Memory.h"
+#include "nnsc/Plan/NodeSplit.h"
+#include "nnsc/Plan/Plan.h"
+#include "nnsc/Plan/PlanPrinter.h"
+#include "nnsc/Plan/Recompute.h"
+#include "nnsc/Search/Solver.h"
+#include "nnsc/Transform/Partition.h"
+#include "nnsc/Transform/StepCost.h"
+
+namespace nnsc::autodist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The repeated block of the model: the module class with the most nodes
+// among those with two or more instances (transformer layers), and its
+// instances in node order.
+struct RepeatedBlocks {
+  std::string cls;
+  std::vector<std::string> paths;
+};
+
+RepeatedBlocks repeatedBlocks(const ir::Graph &graph) {
+  std::map<std::string, std::vector<std::string>> paths; // class -> instances in order
+  std::map<std::string, int64_t> covered;
+  for (const ir::Node &node : graph.nodes()) {
+    std::set<std::string> seen;
+    for (const ir::ModuleFrame &f : node.moduleStack) {
+      if (f.cls.empty() || !seen.insert(f.cls).second)
+        continue;
+      auto &list = paths[f.cls];
+      if (std::find(list.begin(), list.end(), f.path) == list.end())
+        list.push_back(f.path);
+      ++covered[f.cls];
+    }
+  }
+  RepeatedBlocks best;
+  int64_t bestCovered = 0;
+  for (const auto &[cls, list] : paths)
+    if (list.size() >= 2 && covered[cls] > bestCovered) {
+      best = {cls, list};
+      bestCovered = covered[cls];
+    }
+  return best;
+}
+
+// Recompute groups per node for the given selectors (none: all -1).
+Expected<std::vector<int>> recomputeGroups(const ir::Graph &graph,
+                                           const std::vector<plan::RecomputeSelector> &selectors) {
+  std::vector<int> groups(graph.nodes().size(), -1);
+  if (selectors.empty())
+    return groups;
+  proto::Plan scratch;
+  for (const ir::Node &node : graph.nodes())
+    *scratch.add_nodes() = plan::replicateNode(node, {0}, "autodist");
+  NNSC_RETURN_IF_ERROR(plan::assignRecomputeGroups(graph, selectors, scratch));
+  for (int k = 0; k < scratch.nodes_size(); ++k)
+    groups[static_cast<size_t>(k)] = scratch.nodes(k).recompute_group();
+  return groups;
+}
+
+std::vector<plan::RecomputeSelector> firstInstances(const RepeatedBlocks &blocks, int count) {
+  if (count <= 0)
+    return {};
+  plan::RecomputeSelector sel;
+  sel.kind = plan::RecomputeSelector::ModulePath;
+  for (int i = 0; i < count && i < static_cast<int>(blocks.paths.size()); ++i)
+    sel.patterns.push_back(blocks.paths[static_cast<size_t>(i)]);
+  return {sel};
+}
+
+Expected<proto::Plan> materialize(const ir::Graph &graph, const Built &built,
+                                  const std::vector<int> &choice, const Setting &s,
+                                  const Options &options) {
+  proto::Plan plan;
+  plan.set_format_version(plan::kPlanFormatVersion);
+  plan.set_policy("autodist");
+  plan.set_plan_ngpus(s.planNgpus);
+  plan.set_runtime_ngpus(options.runtimeNgpus);
+  plan.set_micro_batches(options.microBatches);
+  plan.set_zero(s.zero);
+  proto::Stage *stage = plan.add_stages();
+  stage->set_id(0);
+  std::vector<int> devices = plan::firstDevices(s.planNgpus);
+  for (int d : devices)
+    stage->add_devices(d);
+  for (size_t k = 0; k < graph.nodes().size(); ++k) {
+    const ir::Node &node = graph.nodes()[k];
+    int decision = built.decisionOf[k];
+    const OpOption &o = built.options[k][static_cast<size_t>(
+        built.optionOf[k][static_cast<size_t>(choice[static_cast<size_t>(decision)])])];
+    proto::NodePlan np = plan::replicateNode(node, devices, "autodist");
+    if (!o.ident.empty()) {
+      auto split = plan::splitNodeByIdent(graph, node, o.ident, devices, "autodist");
+      if (!split)
+        return split.status();
+      np = split.take();
+    }
+    if (!s.recomputeGroup.empty())
+      np.set_recompute_group(s.recomputeGroup[k]);
+    *plan.add_nodes() = std::move(np);
+  }
+  return plan;
+}
+
+struct Priced {
+  double step = 0;
+  double memory = 0;
+};
+
+// The plan's exact prices: partitioned, every device's step and memory.
+Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
+                       const cost::Cluster &cluster, const Options &options) {
+  NNSC_RETURN_IF_ERROR(plan::validatePlan(plan, graph));
+  transform::PartitionOptions partition;
+  partition.search.cost = transform::tableRvdCost(cluster);
+  auto pg = transform::partitionGraph(graph, plan, partition);
+  if (!pg)
+    return pg.status();
+  cost::StepOptions step;
+  step.microBatches = plan.micro_batches();
+  step.memory = options.memory;
+  step.memory.zero = plan.zero();
+  step.memory.dpSize = plan.runtime_ngpus() / plan.plan_ngpus();
+  auto steps = transform::estimateStep(graph, plan, *pg, cluster, step);
+  if (!steps)
+    return steps.status();
+  Priced p;
+  for (const cost::StepBreakdown &b : *steps)
+    p.step = std::max(p.step, b.total());
+  for (const cost::DeviceMemory &m : plan::estimateMemory(graph, plan, step.memory))
+    p.memory = std::max(p.memory, m.total());
+  return p;
+}
+
+// The largest product of option counts over the nodes that are alive
+// between two positions (the dynamic program's frontier).
+int64_t largestFrontier(const search::Problem &p) {
+  std::vector<int> lastUse(p.nodes.size());
+  for (size_t k = 0; k < p.nodes.size(); ++k)
+    lastUse[k] = static_cast<int>(k);
+  for (const search::Edge &e : p.edges)
+    lastUse[static_cast<size_t>(e.from)] = std::max(lastUse[static_cast<size_t>(e.from)], e.to);
+  int64_t largest = 1;
+  std::vector<int> alive;
+  for (size_t k = 0; k < p.nodes.size(); ++k) {
+    alive.push_back(static_cast<int>(k));
+    alive.erase(std::remove_if(alive.begin(), alive.end(),
+                               [&](int a) { return lastUse[static_cast<size_t>(a)] <= static_cast<int>(k); }),
+                alive.end());
+    int64_t states = 1;
+    for (int a : alive)
+      states = std::min<int64_t>(states * static_cast<int64_t>(p.nodes[static_cast<size_t>(a)].size()),
+                                 int64_t{1} << 40);
+    largest = std::max(largest, states);
+  }
+  return largest;
+}
+
+struct Outcome {
+  Trial trial;
+  proto::Plan plan;
+};
+
+// Searches one configuration: solve, price exactly, and where the exact
+// memory passes the limit solve again under a limit lowered by the excess.
+Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,
+                     const Setting &setting, double limit, RelayoutCache &cache) {
+  auto t0 = Clock::now();
+  Outcome out;
+  Trial &t = out.trial;
+  t.planNgpus = setting.planNgpus;
+  t.dp = setting.dp;
+  t.zero = setting.zero;
+  t.source = "search";
+  for (int g : setting.recomputeGroup)
+    t.recomputeLayers = std::max(t.recomputeLayers, g + 1);
+  Built built = buildProblem(graph, cluster, options, setting, cache);
+  t.decisions = built.decisions;
+  t.states = largestFrontier(built.problem);
+  t.ops = built.ops;
+  if (std::getenv("NNSC_AUTODIST_DEBUG")) {
+    std::vector<int> lastUse(built.problem.nodes.size());
+    for (size_t k = 0; k < lastUse.size(); ++k)
+      lastUse[k] = static_cast<int>(k);
+    for (const search::Edge &e : built.problem.edges)
+      lastUse[static_cast<size_t>(e.from)] = std::max(lastUse[static_cast<size_t>(e.from)], e.to);
+    for (size_t k = 0; k < lastUse.size(); ++k)
+      if (lastUse[k] > static_cast<int>(k) + 40 && built.problem.nodes[k].size() > 1)
+      {
+        std::string m;
+        for (size_t q = 0; q < built.decisionOf.size(); ++q)
+          if (built.decisionOf[q] == static_cast<int>(k))
+            m += " " + std::to_string(q) + ":" + graph.nodes()[q].op.substr(6);
+        std::fprintf(stderr, "long-lived %s: %zu options, last use %d (%s)\n",
+                     built.problem.nodeNames[k].c_str(), built.problem.nodes[k].size(), lastUse[k],
+                     built.problem.nodeNames[static_cast<size_t>(lastUse[k])].c_str());
+        std::fprintf(stderr, "  members%s\n", m.substr(0, 600).c_str());
+      }
+    std::fprintf(stderr, "T=%d nodes %zu decisions %d frontier %lld\n", setting.planNgpus,
+                 built.problem.nodes.size(), built.decisions, static_cast<long long>(t.states));
+  }
+  double dpLimit = limit;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    built.problem.memoryLimit = dpLimit;
+    auto tSolve = Clock::now();
+    search::DpLimits limits;
+    limits.maxParetoPoints = options.paretoPoints;
+    auto sol = search::solveDp(built.problem, limits);
+    if (std::getenv("NNSC_AUTODIST_DEBUG"))
+      std::fprintf(stderr, "build %.2f s, solve %.2f s, objective %.6g s, memory %.6g\n",
+                   std::chrono::duration<double>(tSolve - t0).count(), secondsSince(tSolve),
+                   sol ? sol->time : -1.0, sol ? sol->memory : -1.0);
+    if (!sol) {
+      t.why = sol.status().message();
+      break;
+    }
+    auto plan = materialize(graph, built, sol->choice, setting, options);
+    if (!plan) {
+      t.why = plan.status().message();
+      break;
+    }
+    auto tPrice = Clock::now();
+    auto priced = price(graph, *plan, cluster, options);
+    if (std::getenv("NNSC_AUTODIST_DEBUG"))
+      std::fprintf(stderr, "price %.2f s\n", secondsSince(tPrice));
+    if (!priced) {
+      t.why = priced.status().message();
+      break;
+    }
+    t.stepSeconds = priced->step;
+    t.memoryBytes = priced->memory;
+    out.plan = plan.take();
+    if (priced->memory <= limit) {
+      t.fits = true;
+      t.why.clear();
+      break;
+    }
+    t.why = "the plan found needs " + plan::formatBytes(priced->memory) + " per device";
+    dpLimit -= (priced->memory - limit) * 1.05;
+    if (dpLimit <= 0)
+      break;
+  }
+  t.secondsPerSample = t.stepSeconds / t.dp;
+  t.searchSeconds = secondsSince(t0);
+  return out;
+}
+
+// A built-in policy's plan priced the same way (the hand plans the search
+// must beat, kept among the candidates).
+Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,
+                  const std::string &policy, const Setting &setting,
+                  const std::vector<plan::RecomputeSelector> &recompute, double limit) {
+  Outcome out;
+  Trial &t = out.trial;
+  t.planNgpus = setting.planNgpus;
+  t.dp = setting.dp;
+  t.zero = setting.zero;
+  t.source = policy;
+  for (int g : setting.recomputeGroup)
+    t.recomputeLayers = std::max(t.recomputeLayers, g + 1);
+  plan::PlanOptions po;
+  po.policy = policy;
+  po.runtimeNgpus = options.runtimeNgpus;
+  po.planNgpus = setting.planNgpus;
+  po.microBatches = options.microBatches;
+  po.zero = setting.zero;
+  auto plan = plan::makePlan(graph, po);
+  if (!plan) {
+    t.why = plan.status().message();
+    return out;
+  }
+  if (!recompute.empty())
+    if (Status st = plan::assignRecomputeGroups(graph, recompute, *plan); !st) {
+      t.why = st.message();
+      return out;
+    }
+  auto priced = price(graph, *plan, cluster, options);
+  if (!priced) {
+    t.why = priced.status().message();
+    return out;
+  }
+  t.stepSeconds = priced->step;
+  t.memoryBytes = priced->memory;
+  t.secondsPerSample = t.stepSeconds / t.dp;
+  t.fits = priced->memory <= limit;
+  if (!t.fits)
+    t.why = "needs " + plan::formatBytes(priced->memory) + " per device";
+  plan->set_policy("autodist");
+  out.plan = plan.take();
+  return out;
+}
+
+} // namespace
+
+Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
+                        const Options &options) {
+  auto t0 = Clock::now();
+  const int N = options.runtimeNgpus;
+  if (N < 1)
+    return errorf("error: impossible --runtime-ngpus {}", N);
+  if (options.planNgpus < 0 || (options.planNgpus > 0 && N % options.planNgpus != 0))
+    return errorf("error: --runtime-ngpus {} is not a multiple of --plan-ngpus {}", N,
+                  options.planNgpus);
+  if (!cluster.comm)
+    return Status::error("error: autodist needs a communication table (--comm, --cluster, or a "
+                         "device with a shipped table)");
+  Result result;
+  result.memLimit =
+      options.memLimit > 0 ? options.memLimit : options.memFraction * cluster.device.memoryBytes;
+  if (result.memLimit <= 0)
+    return Status::error("error: autodist needs a memory limit: the device spec gives no memory; "
+                         "pass --mem-limit");
+
+  // What recompute may pick from.
+  RepeatedBlocks blocks = repeatedBlocks(graph);
+  std::vector<plan::RecomputeSelector> named;
+  if (options.recompute == Options::Recompute::Modules) {
+    plan::RecomputeSelector sel;
+    sel.kind = plan::RecomputeSelector::ModuleClass;
+    sel.patterns = options.recomputeModules;
+    named.push_back(sel);
+  }
+  if (options.recompute == Options::Recompute::Auto && !blocks.paths.empty()) {
+    result.recomputeClass = blocks.cls;
+    result.recomputeInstances = static_cast<int>(blocks.paths.size());
+  }
+
+  std::vector<int> sizes;
+  if (options.planNgpus > 0)
+    sizes.push_back(options.planNgpus);
+  else
+    for (int t = 1; t <= N; ++t)
+      if (N % t == 0)
+        sizes.push_back(t);
+
+  std::vector<proto::Plan> plans;
+  auto keep = [&](Outcome o) {
+    result.trials.push_back(o.trial);
+    plans.push_back(std::move(o.plan));
+    return result.trials.back();
+  };
+  RelayoutCache cache(cluster);
+  for (int T : sizes) {
+    int dp = N / T;
+    std::vector<int> zeros;
+    if (options.zero >= 0)
+      zeros = {options.zero};
+    else
+      zeros = dp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
+    for (int z : zeros) {
+      Setting s;
+      s.planNgpus = T;
+      s.dp = dp;
+      s.zero = z;
+      std::vector<plan::RecomputeSelector> chosenRecompute = named;
+      auto groups = recomputeGroups(graph, named);
+      if (!groups)
+        return groups.status();
+      s.recomputeGroup = *groups;
+      Trial first = keep(solveSetting(graph, cluster, options, s, result.memLimit, cache));
+      bool fits = first.fits;
+      if (!fits && options.recompute == Options::Recompute::Auto && !blocks.paths.empty()) {
+        // The fewest recomputed layers that fit: memory falls as layers are
+        // added, so bisect.
+        int lo = 1, hi = static_cast<int>(blocks.paths.size()), best = -1;
+        {
+          // Every instance first: where even that does not fit, no count does.
+          Setting r = s;
+          auto g = recomputeGroups(graph, firstInstances(blocks, hi));
+          if (!g)
+            return g.status();
+          r.recomputeGroup = *g;
+          Trial all = keep(solveSetting(graph, cluster, options, r, result.memLimit, cache));
+          if (all.fits) {
+            best = hi;
+            chosenRecompute = firstInstances(blocks, hi);
+            hi -= 1;
+          } else {
+            lo = hi + 1;
+          }
+        }
+        while (lo <= hi) {
+          int mid = (lo + hi) / 2;
+          auto sel = firstInstances(blocks, mid);
+          auto g = recomputeGroups(graph, sel);
+          if (!g)
+            return g.status();
+          Setting r = s;
+          r.recomputeGroup = *g;
+          Trial tr = keep(solveSetting(graph, cluster, options, r, result.memLimit, cache));
+          if (tr.fits) {
+            best = mid;
+            chosenRecompute = sel;
+            hi = mid - 1;
+          } else {
+            lo = mid + 1;
+          }
+        }
+        fits = best > 0;
+        if (fits)
+          s.recomputeGroup = *recomputeGroups(graph, chosenRecompute);
+      }
+      if (T > 1)
+        for (const char *policy : {"tp", "data"})
+          keep(seedTrial(graph, cluster, options, policy, s, chosenRecompute, result.memLimit));
+      if (fits && options.zero < 0)
+        break; // ZeRO only where the copy does not fit without it
+    }
+  }
+
+  for (size_t i = 0; i < result.trials.size(); ++i) {
+    const Trial &t = result.trials[i];
+    if (!t.fits)
+      continue;
+    if (result.chosen < 0 ||
+        t.secondsPerSample < result.trials[static_cast<size_t>(result.chosen)].secondsPerSample)
+      result.chosen = static_cast<int>(i);
+  }
+  result.totalSeconds = secondsSince(t0);
+  if (result.chosen < 0) {
+    double least = 0;
+    for (const Trial &t : result.trials)
+      if (t.memoryBytes > 0 && (least == 0 || t.memoryBytes < least))
+        least = t.memoryBytes;
+    std::string why;
+    for (const Trial &t : result.trials)
+      if (!t.why.empty()) {
+        why = t.why;
+        break;
+      }
+    return errorf("error: autodist found no plan within the memory limit of {} per device on "
+                  "{} devices{}{}",
+                  plan::formatBytes(result.memLimit), N,
+                  least > 0 ? "; the least any configuration needs is " + plan::formatBytes(least)
+                            : "",
+                  why.empty() ? "" : " (" + why + ")");
+  }
+  const Trial &c = result.trials[static_cast<size_t>(result.chosen)];
+  if (c.zero > 0 && options.zero < 0)
+    result.notes.push_back(fmt::format(
+        "ZeRO-1: without it no plan over {} device(s) per copy fits {} per device",
+        c.planNgpus, plan::formatBytes(result.memLimit)));
+  if (c.recomputeLayers > 0 && options.recompute == Options::Recompute::Auto) {
+    int fewest = c.recomputeLayers;
+    for (const Trial &t : result.trials)
+      if (t.fits && t.source == "search" && t.planNgpus == c.planNgpus && t.zero == c.zero)
+        fewest = std::min(fewest, t.recomputeLayers);
+    result.notes.push_back(fmt::format(
+        "recompute {} of {} {} instances: without recompute no plan over {} device(s) per copy "
+        "fits {} per device; {} is the fewest that fit{}",
+        c.recomputeLayers, blocks.paths.size(), blocks.cls, c.planNgpus,
+        plan::formatBytes(result.memLimit), fewest,
+        fewest < c.recomputeLayers ? fmt::format(", {} the fastest", c.recomputeLayers) : ""));
+  }
+  result.plan = std::move(plans[static_cast<size_t>(result.chosen)]);
+  return result;
+}
+
+} // namespace nnsc::autodist

@@ -1,0 +1,69 @@
+#pragma once
+// One configuration of autodist's search as a search::Problem (private to
+// nnsc_autodist): the options of every op, priced, and the re-layout costs
+// between producers and consumers.
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "nnsc/AutoDist/AutoDist.h"
+#include "nnsc/Ops/AnnotationSplit.h"
+#include "nnsc/Search/Problem.h"
+#include "nnsc/Transform/RvdCost.h"
+
+namespace nnsc::autodist {
+
+/// What the search fixes before it prices the ops.
+struct Setting {
+  int planNgpus = 1;
+  int dp = 1;
+  int zero = 0;
+  std::vector<int> recomputeGroup; ///< per node: its group, -1 none
+  /// Nodes that must stay whole (their split failed the partition before).
+  std::vector<bool> replicateOnly;
+};
+
+/// One option of one op: replicate (ident empty) or a split over the copy.
+struct OpOption {
+  std::string ident;
+  ops::SplitEffect effect;
+};
+
+/// Re-layout prices by (shape, producer layout, consumer layout): the same
+/// tensors recur in every layer, so each pair is searched once.
+class RelayoutCache {
+public:
+  RelayoutCache(const cost::Cluster &cluster);
+  /// Seconds to turn `from` into `to` (RvdSearch over the comm table);
+  /// a pair the search cannot convert costs kUnreachable.
+  double price(const transform::RvdLayout &from, const transform::RvdLayout &to,
+               int64_t elementBytes);
+  static constexpr double kUnreachable = 1e6;
+  int64_t searches() const { return searches_; }
+
+private:
+  transform::RvdCostFn cost_;
+  std::unordered_map<std::string, double> prices_;
+  int64_t searches_ = 0;
+};
+
+/// The problem over decisions: an op that can only follow its producers
+/// (every input it reads from other ops comes from one decision, and for
+/// each of that decision's options one of its own options reads exactly
+/// the layouts written) joins its producers' decision (nnScaler's
+/// union-find of follow chains), so the solver sees tens of decisions per
+/// layer, not hundreds of ops.
+struct Built {
+  search::Problem problem;                    ///< one node per decision, in order of first op
+  std::vector<std::vector<OpOption>> options; ///< per graph node: its own options
+  std::vector<int> decisionOf;                ///< per graph node
+  /// Per graph node: its option under each option of its decision.
+  std::vector<std::vector<int>> optionOf;
+  int decisions = 0; ///< decisions with more than one option
+  int ops = 0;       ///< graph nodes
+};
+
+Built buildProblem(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,
+                   const Setting &setting, RelayoutCache &cache);
+
+} // namespace nnsc::autodist
