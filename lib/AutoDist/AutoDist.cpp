@@ -217,8 +217,20 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
                  built.problem.nodes.size(), built.decisions, static_cast<long long>(t.states));
   }
   double dpLimit = limit;
+  double least = 0; // the dynamic program's bound: every decision at its smallest
+  for (const auto &opts : built.problem.nodes) {
+    double m = opts.front().memory;
+    for (const search::Option &o : opts)
+      m = std::min(m, o.memory);
+    least += m;
+  }
   for (int attempt = 0; attempt < 4; ++attempt) {
     built.problem.memoryLimit = dpLimit;
+    if (least > dpLimit) {
+      t.why = "needs at least " + plan::formatBytes(least + (limit - dpLimit)) + " per device";
+      t.memoryBytes = least + (limit - dpLimit);
+      break;
+    }
     auto tSolve = Clock::now();
     search::DpLimits limits;
     limits.maxParetoPoints = options.paretoPoints;
@@ -435,22 +447,19 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
   }
   result.totalSeconds = secondsSince(t0);
   if (result.chosen < 0) {
-    double least = 0;
+    const Trial *least = nullptr;
     for (const Trial &t : result.trials)
-      if (t.memoryBytes > 0 && (least == 0 || t.memoryBytes < least))
-        least = t.memoryBytes;
-    std::string why;
-    for (const Trial &t : result.trials)
-      if (!t.why.empty()) {
-        why = t.why;
-        break;
-      }
-    return errorf("error: autodist found no plan within the memory limit of {} per device on "
-                  "{} devices{}{}",
-                  plan::formatBytes(result.memLimit), N,
-                  least > 0 ? "; the least any configuration needs is " + plan::formatBytes(least)
-                            : "",
-                  why.empty() ? "" : " (" + why + ")");
+      if (t.memoryBytes > 0 && (!least || t.memoryBytes < least->memoryBytes))
+        least = &t;
+    if (!least) // nothing could be priced: say why the first configuration failed
+      return errorf("error: autodist found no plan on {} devices: {}", N,
+                    result.trials.empty() ? "no configuration to try" : result.trials[0].why);
+    return errorf("error: autodist found no plan within the memory limit of {} per device on {} "
+                  "devices; the least any configuration needs is {} ({} device(s) per copy x {}, "
+                  "zero {}, {} recompute groups, {}); raise --mem-limit or add devices",
+                  plan::formatBytes(result.memLimit), N, plan::formatBytes(least->memoryBytes),
+                  least->planNgpus, least->dp, least->zero, least->recomputeLayers,
+                  least->source == "search" ? "searched" : least->source + " policy");
   }
   const Trial &c = result.trials[static_cast<size_t>(result.chosen)];
   if (c.zero > 0 && options.zero < 0)

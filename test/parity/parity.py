@@ -48,6 +48,7 @@ SKIP_RETURN_CODE)."""
 import argparse
 import json
 import os
+import shlex
 import struct
 import subprocess
 import sys
@@ -292,7 +293,9 @@ def main():
     ap.add_argument("--example", required=True,
                     choices=["nanogpt", "mlp", "llama", "sdpa", "batchnorm"] + ZOO)
     ap.add_argument("--dp", type=int, default=2, help="data-parallel copies")
-    ap.add_argument("--policy", default="dp", choices=["dp", "tp", "data", "file"])
+    ap.add_argument("--policy", default="dp", choices=["dp", "tp", "data", "file", "autodist"])
+    ap.add_argument("--plan-args", default="",
+                    help="more nnsc-plan arguments (autodist: --cluster, --mem-limit, ...)")
     ap.add_argument("--tp", type=int, default=1, help="plan devices per copy")
     ap.add_argument("--plan-file", help="the plan YAML of --policy file")
     ap.add_argument("--accum", type=int, default=1)
@@ -361,7 +364,8 @@ def main():
         plan += ["--recompute-modules", args.recompute_modules]
     if args.zero:
         plan += ["--zero", str(args.zero)]
-    run(plan)
+    plan += shlex.split(args.plan_args)
+    run(plan + ["--print"]) if args.policy == "autodist" else run(plan)
     run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{work}/plan.pb", "-o", f"{work}/program"])
     write_config(f"{work}/train.yaml", args, f"{work}/program", data, f"{work}/run")
     run([f"{b}/nnsc-run", f"{work}/train.yaml", "--nproc-per-node", str(ngpus)])
