@@ -1,0 +1,156 @@
+#include "../CatchCompat.h"
+
+#include "../../../lib/AutoDist/Problem.h"
+#include "../Plan/HandGraphs.h"
+#include "nnsc/AutoDist/AutoDist.h"
+#include "nnsc/Plan/Memory.h"
+#include "nnsc/Plan/Plan.h"
+
+using namespace nnsc;
+
+namespace {
+
+cost::Cluster h100() {
+  auto c = cost::loadCluster(std::string(NNSC_SOURCE_DIR) + "/configs/clusters/h100-sxm.yaml");
+  REQUIRE(c.isOk());
+  return *c;
+}
+
+// Index of graph node `op` (the k-th of that op).
+size_t nodeIndex(const ir::Graph &g, const std::string &op, int k = 0) {
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (g.nodes()[i].op == op && k-- == 0)
+      return i;
+  FAIL("no node " << op);
+  return 0;
+}
+
+int optionNamed(const autodist::Built &b, size_t node, const std::string &ident) {
+  for (size_t o = 0; o < b.options[node].size(); ++o)
+    if (b.options[node][o].ident == ident)
+      return static_cast<int>(o);
+  return -1;
+}
+
+} // namespace
+
+TEST_CASE("autodist prices each op's options and merges followers into their producer",
+          "[autodist]") {
+  ir::Graph g = testgraphs::mlp();
+  cost::Cluster cluster = h100();
+  autodist::Options options;
+  autodist::Setting s;
+  s.planNgpus = 2;
+  autodist::RelayoutCache cache(cluster);
+  autodist::Built b = autodist::buildProblem(g, cluster, options, s, cache);
+
+  size_t fc1 = nodeIndex(g, "aten::linear", 0), gelu = nodeIndex(g, "aten::gelu");
+  size_t fc2 = nodeIndex(g, "aten::linear", 1), loss = nodeIndex(g, "aten::sum");
+  // fc1: replicate, or a cut along the batch (*0), n (column) or k (row).
+  REQUIRE(b.options[fc1].size() == 4);
+  CHECK(b.options[fc1][0].ident.empty());
+  REQUIRE(optionNamed(b, fc1, "n") > 0);
+  REQUIRE(optionNamed(b, fc1, "k") > 0);
+  // gelu reads only fc1, but fc1's row cut writes partial sums, which no
+  // option of gelu reads: gelu is a decision of its own.
+  CHECK(b.decisionOf[gelu] != b.decisionOf[fc1]);
+  CHECK(b.decisionOf[fc2] != b.decisionOf[gelu]); // fc2 has a weight: its own choice
+  CHECK(b.decisionOf[loss] != b.decisionOf[fc2]); // the value-split output of fc2 k
+  CHECK(b.problem.nodes.size() == 4);
+  CHECK(b.decisions == 4);
+
+  // The column cut halves fc1's time and its weight's memory.
+  int rep = 0, col = optionNamed(b, fc1, "n");
+  const auto &o = b.problem.nodes[static_cast<size_t>(b.decisionOf[fc1])];
+  CHECK(o[static_cast<size_t>(col)].memory < o[static_cast<size_t>(rep)].memory);
+  // Re-layouts: fc1's column cut feeds a row-cut fc2 (through gelu) with no
+  // forward communication, and a replicated fc2 only through an all-gather.
+  const search::Edge *e = nullptr;
+  for (const search::Edge &x : b.problem.edges)
+    if (x.from == b.decisionOf[gelu] && x.to == b.decisionOf[fc2])
+      e = &x;
+  REQUIRE(e != nullptr);
+  size_t toWidth = b.problem.nodes[static_cast<size_t>(e->to)].size();
+  int geluCol = -1;
+  for (size_t q = 0; q < b.options[gelu].size(); ++q)
+    if (b.options[gelu][q].effect.inputDims[0] == 1)
+      geluCol = static_cast<int>(q);
+  REQUIRE(geluCol >= 0);
+  int fc2Row = optionNamed(b, fc2, "k"), fc2Rep = 0;
+  double rowCost = e->at(geluCol, fc2Row, static_cast<int>(toWidth));
+  double repCost = e->at(geluCol, fc2Rep, static_cast<int>(toWidth));
+  CHECK(rowCost == 0.0); // no gradient flows into gelu's input from x: forward only
+  CHECK(repCost > 0.0);
+  CHECK(cache.searches() > 0);
+}
+
+TEST_CASE("autodist stays within the memory limit and finds Megatron's MLP when weights must be "
+          "cut",
+          "[autodist]") {
+  ir::Graph g = testgraphs::mlp();
+  cost::Cluster cluster = h100();
+  autodist::Options options;
+  options.runtimeNgpus = 2;
+  options.planNgpus = 2;
+  options.recompute = autodist::Options::Recompute::None;
+  // Every weight whole on both devices: params 4 KiB, grads 4 KiB, AdamW 8 KiB
+  // per device, plus activations; a limit under that forces the weights cut.
+  auto whole = autodist::search(g, cluster, options);
+  REQUIRE(whole.isOk());
+  double wholeMemory = whole->trials[static_cast<size_t>(whole->chosen)].memoryBytes;
+  options.memLimit = 12 * 1024;
+  auto cut = autodist::search(g, cluster, options);
+  REQUIRE(cut.isOk());
+  const autodist::Trial &t = cut->trials[static_cast<size_t>(cut->chosen)];
+  CHECK(t.fits);
+  CHECK(t.memoryBytes <= options.memLimit);
+  CHECK(t.memoryBytes < wholeMemory);
+  // The plan itself: exact memory from Plan/Memory.h agrees with the report.
+  proto::Plan plan = cut->plan;
+  plan.set_format_version(plan::kPlanFormatVersion);
+  cost::MemoryOptions m;
+  double peak = 0;
+  for (const auto &d : plan::estimateMemory(g, plan, m))
+    peak = std::max(peak, d.total());
+  CHECK(peak == Approx(t.memoryBytes));
+  // Megatron's pair: fc1 cut along n (column), fc2 along k (row).
+  CHECK(plan.nodes(0).ident() == "n");
+  CHECK(plan.nodes(2).ident() == "k");
+
+  options.memLimit = 1024;
+  auto none = autodist::search(g, cluster, options);
+  REQUIRE(!none.isOk());
+  CHECK_THAT(none.status().message(),
+             Catch::Matchers::ContainsSubstring("autodist found no plan within the memory limit "
+                                                "of 1.0 KiB per device on 2 devices"));
+}
+
+TEST_CASE("an op that can only follow its producer joins the producer's decision", "[autodist]") {
+  testgraphs::Builder gb;
+  int64_t x = gb.input("x", {8, 16});
+  int64_t w = gb.param("fc.weight", {32, 16});
+  int64_t h = gb.op("aten::linear", {x, w}, {8, 32}, testgraphs::kLinear, "fc");
+  int64_t a = gb.op("aten::gelu", {h}, {8, 32}, "a b -> a b", "act");
+  int64_t t = gb.op("aten::tanh", {a}, {8, 32}, "a b -> a b", "act2");
+  int64_t l = gb.op("aten::sum", {t}, {1}, "a+ b+ -> 1", "loss");
+  gb.loss(l);
+  cost::Cluster cluster = h100();
+  autodist::Setting s;
+  s.planNgpus = 2;
+  autodist::RelayoutCache cache(cluster);
+  autodist::Built b = autodist::buildProblem(gb.graph, cluster, {}, s, cache);
+  // tanh reads only gelu, and reads every layout gelu writes: it follows,
+  // under each of gelu's options the one cutting the same dim.
+  REQUIRE(b.decisionOf[2] == b.decisionOf[1]);
+  for (size_t g = 0; g < b.optionOf[1].size(); ++g) {
+    const auto &geluOpt = b.options[1][static_cast<size_t>(b.optionOf[1][g])];
+    const auto &tanhOpt = b.options[2][static_cast<size_t>(b.optionOf[2][g])];
+    CHECK(geluOpt.effect.outputDims == tanhOpt.effect.inputDims);
+  }
+  // The loss follows too (its `a+ b+` cuts read what tanh writes); gelu
+  // does not follow the linear, whose row cut writes partial sums.
+  CHECK(b.decisionOf[3] == b.decisionOf[1]);
+  CHECK(b.decisionOf[1] != b.decisionOf[0]);
+  CHECK(b.ops == 4);
+  CHECK(b.problem.nodes.size() == 2);
+}
