@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's main command: install and build, prepare a character-level
 # dataset (tinyshakespeare, or the text file given as $1), export and trace a
-# small nanoGPT, plan data parallelism for 2 ranks, generate the per-rank
+# small nanoGPT, let autodist choose the plan for 2 ranks (against the CPU
+# example cluster's measured device and Gloo tables), generate the per-rank
 # programs, train them on 2 CPU processes (Gloo) for 300 steps, and merge the
 # final checkpoint into one file with the model's original parameter names.
 # Everything lands in out/main (or $NNSC_WORK).
@@ -21,12 +22,13 @@ echo "== 2. export the small nanoGPT (PyTorch, TorchScript archive)"
 $PY examples/nanogpt/export.py --config small --out "$NNSC_WORK/model"
 echo "== 3. nnsc-trace"
 $B/nnsc-trace "$NNSC_WORK/model/model.pt" --inputs "$NNSC_WORK/model/inputs.yaml" -o "$NNSC_WORK/graph"
-echo "== 4. nnsc-plan: data parallel over 2 ranks"
+echo "== 4. nnsc-plan: autodist chooses the plan for 2 ranks"
 # The whole text form goes to a file (a pipe into head could end nnsc-plan with SIGPIPE).
-$B/nnsc-plan "$NNSC_WORK/graph/graph.pb" --policy dp --runtime-ngpus 2 -o "$NNSC_WORK/plan.pb" \
+$B/nnsc-plan "$NNSC_WORK/graph/graph.pb" --policy autodist --runtime-ngpus 2 \
+  --cluster configs/clusters/cpu-local.example.yaml -o "$NNSC_WORK/plan.pb" \
   --print > "$NNSC_WORK/plan.txt"
-head -8 "$NNSC_WORK/plan.txt"
-echo "   ... (the whole plan: $NNSC_WORK/plan.txt)"
+sed -n '/^autodist on/,/^chosen/p' "$NNSC_WORK/plan.txt"
+echo "   ... (the whole plan and report: $NNSC_WORK/plan.txt)"
 
 echo "== 5. nnsc-codegen: one program per rank"
 $B/nnsc-codegen "$NNSC_WORK/graph/graph.pb" "$NNSC_WORK/plan.pb" -o "$NNSC_WORK/program"
