@@ -1,5 +1,5 @@
-"""Export the Llama-3 example: export.py --config tiny|default|8b --out DIR [--meta] [--seed N] [--batch B]
-           [--attention auto|sdpa|explicit]"""
+"""Export the Llama-3 example: export.py --config tiny|default|8b|8b-128k|70b --out DIR [--meta]
+           [--seed N] [--batch B] [--attention auto|sdpa|explicit] [--layers L]"""
 import dataclasses
 import os
 import sys
@@ -10,9 +10,16 @@ from model import CONFIGS, Llama, input_specs  # noqa: E402
 
 
 def main():
+    layers = None
+    if "--layers" in sys.argv:  # the config's shapes at another depth (autodist's depth series)
+        i = sys.argv.index("--layers")
+        layers = int(sys.argv[i + 1])
+        del sys.argv[i:i + 2]
     args = parse_args(__doc__, CONFIGS, attention=True)
     seed_everything(args.seed)
     cfg = dataclasses.replace(CONFIGS[args.config], attention=args.attention)
+    if layers is not None:
+        cfg = dataclasses.replace(cfg, n_layers=layers)
     model = Llama(cfg, device="meta" if args.meta else None)
     export(model, input_specs(cfg, args.batch), args)
 

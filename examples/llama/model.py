@@ -64,6 +64,11 @@ CONFIGS = {
                            vocab_size=1024, max_seq_len=128, rope_theta=10000.0, batch=4),
     # Llama-3-8B shapes (export with --meta)
     "8b": LlamaConfig(),
+    # Llama-3-8B at 128K tokens (export with --meta --attention sdpa: explicit attention's
+    # scores alone would take 32 x 128K x 128K floats per layer)
+    "8b-128k": LlamaConfig(max_seq_len=131072),
+    # Llama-3-70B shapes at 8K (export with --meta)
+    "70b": LlamaConfig(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_hidden=28672),
 }
 
 

@@ -1,0 +1,113 @@
+"""autodist's search time and plan quality (docs/autodist.md), on this machine, no GPU.
+
+  /usr/bin/python3 bench/autodist.py [--bin build/bin] [--work out/bench-autodist]
+
+1. Search time, the depth series: Llama-3-8B shapes at 8K tokens (meta export, explicit
+   attention) with 8, 32 and 80 layers on 8 H100s (configs/clusters/h100-sxm.yaml), one copy of 8
+   devices with every layer recomputed (one configuration), then everything automatic (devices per
+   copy, ZeRO, recompute). Prints each wall time and the 80-layer / 8-layer ratio.
+2. Quality, the same cost model both sides: autodist's predicted time per sample against every
+   Megatron configuration (examples/llama/megatron.yaml at tp 1, 2, 4, 8, dp = 8 / tp, ZeRO 0/1,
+   recompute none/all) that fits the same limit, for the 8-layer and 32-layer models.
+"""
+import argparse
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import PY, ROOT, sh  # noqa: E402
+
+CLUSTER = f"{ROOT}/configs/clusters/h100-sxm.yaml"
+
+
+def export(b, d, layers):
+    if not os.path.exists(f"{d}/graph.pb"):
+        os.makedirs(d, exist_ok=True)
+        sh([PY, f"{ROOT}/examples/llama/export.py", "--config", "8b", "--meta", "--attention",
+            "explicit", "--layers", str(layers), "--out", d])
+        sh([f"{b}/nnsc-trace", f"{d}/model.pt", "--inputs", f"{d}/inputs.yaml", "-o", d])
+    return f"{d}/graph.pb"
+
+
+def autodist(b, graph, extra):
+    t0 = time.monotonic()
+    out = sh([f"{b}/nnsc-plan", graph, "--policy", "autodist", "--runtime-ngpus", "8",
+              "--cluster", CLUSTER, "-o", f"{os.path.dirname(graph)}/autodist.pb"] + extra)
+    wall = time.monotonic() - t0
+    chosen = next(l for l in out.splitlines() if l.startswith("*"))
+    return wall, chosen, out
+
+
+def seconds(text):
+    v, unit = text.split()
+    return float(v) * {"s": 1, "ms": 1e-3, "us": 1e-6}[unit]
+
+
+def megatron(b, graph, tp, zero, recompute):
+    cmd = [f"{b}/nnsc-plan", graph, "--policy", "file", "--plan-file",
+           f"{ROOT}/examples/llama/megatron.yaml", "--plan-ngpus", str(tp), "--runtime-ngpus", "8",
+           "--cluster", CLUSTER, "--zero", str(zero), "-o", f"{os.path.dirname(graph)}/m.pb",
+           "--print"]
+    if recompute:
+        cmd += ["--recompute-modules", "TransformerBlock"]
+    out = sh(cmd)
+    step = seconds(re.search(r"predicted step time: ([0-9.]+ \w+)", out).group(1))
+    totals = [float(x) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "B": 1}[u]
+              for x, u in re.findall(r"; total ([0-9.]+) (\w+) of", out)]
+    return step, max(totals)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=f"{ROOT}/build/bin")
+    ap.add_argument("--work", default=f"{ROOT}/out/bench-autodist")
+    args = ap.parse_args()
+    graphs = {n: export(args.bin, f"{args.work}/llama8b-{n}l", n) for n in (8, 32, 80)}
+
+    print("== search time (Llama-3-8B shapes, 8K tokens, 8 x H100; this 2-core VM)")
+    print(f"{'layers':>6}  {'one config (tp 8, recompute all)':>34}  {'everything automatic':>22}")
+    times = {}
+    for n, g in graphs.items():
+        one, _, _ = autodist(args.bin, g, ["--plan-ngpus", "8", "--recompute", "TransformerBlock"])
+        full, chosen, _ = autodist(args.bin, g, [])
+        times[n] = (one, full)
+        print(f"{n:>6}  {one:>32.2f} s  {full:>20.2f} s   chosen: {' '.join(chosen.split()[1:7])}")
+    print(f"80 / 8 layers: {times[80][0] / times[8][0]:.2f}x (one config), "
+          f"{times[80][1] / times[8][1]:.2f}x (automatic)")
+
+    print("\n== quality: predicted seconds per sample (step / copies), same cost model")
+    limit = 0.8 * 80e9 * 0.9313225746  # the H100 spec's 74.5 GiB x 80 %
+    for n in (8, 32):
+        g = graphs[n]
+        _, chosen, out = autodist(args.bin, g, [])
+        cols = chosen.split()
+        per = seconds(f"{cols[11]} {cols[12]}")
+        print(f"-- {n} layers: autodist {chosen[1:].strip()}")
+        best = None
+        for tp in (1, 2, 4, 8):
+            for zero in (0, 1):
+                for rc in (False, True):
+                    try:
+                        step, mem = megatron(args.bin, g, tp, zero, rc)
+                    except SystemExit as e:
+                        print(f"   megatron tp {tp} dp {8 // tp} zero {zero} recompute {'all' if rc else 'none'}: failed: {str(e).splitlines()[0]}")
+                        continue
+                    fits = mem <= limit
+                    ps = step / (8 // tp)
+                    if fits and (best is None or ps < best[0]):
+                        best = (ps, tp, zero, rc)
+                    print(f"   megatron tp {tp} dp {8 // tp} zero {zero} recompute "
+                          f"{'all ' if rc else 'none'}: {ps * 1e3:9.2f} ms/sample, "
+                          f"{mem / 2**30:7.1f} GiB {'fits' if fits else 'over'}")
+        if best:
+            print(f"   best hand grid: {best[0] * 1e3:.2f} ms/sample (tp {best[1]}, zero {best[2]}, "
+                  f"recompute {'all' if best[3] else 'none'}); autodist {per * 1e3:.2f} ms/sample; "
+                  f"ratio autodist / best = {per / best[0]:.3f}")
+        else:
+            print(f"   no hand configuration fits; autodist {per * 1e3:.2f} ms/sample")
+
+
+if __name__ == "__main__":
+    main()
