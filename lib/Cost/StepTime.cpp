@@ -88,6 +88,8 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
     ir::DType dt = partDType(in.parts[i], options.computeDType);
     s.forwardCompute += workSeconds(cost.forward, dt, cluster.device);
     backward[i] = workSeconds(cost.backward, dt, cluster.device);
+    if (i < in.recomputed.size() && in.recomputed[i])
+      backward[i] += workSeconds(cost.forward, dt, cluster.device);
     s.backwardCompute += backward[i];
   }
   for (const CommCall &call : in.comm) {

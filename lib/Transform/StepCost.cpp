@@ -114,8 +114,10 @@ std::vector<cost::StepInput> stepInputs(const ir::Graph &graph, const proto::Pla
   std::vector<cost::StepInput> inputs(loads.size());
   for (size_t d = 0; d < loads.size(); ++d) {
     inputs[d].device = static_cast<int>(d);
-    for (const cost::DevicePart &p : loads[d].parts)
+    for (const cost::DevicePart &p : loads[d].parts) {
       inputs[d].parts.push_back(p.shapes);
+      inputs[d].recomputed.push_back(p.recomputeGroup >= 0);
+    }
   }
   addAdapterCalls(graph, pg, inputs);
   addGrads(graph, plan, pg, loads, inputs);

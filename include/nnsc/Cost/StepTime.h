@@ -34,6 +34,9 @@ struct GradShard {
 struct StepInput {
   int device = 0;
   std::vector<OpShapes> parts; ///< program order
+  /// Per part (or empty: none): it lies in a recompute group, so its
+  /// forward runs again in the backward.
+  std::vector<bool> recomputed;
   std::vector<CommCall> comm;
   std::vector<GradShard> grads;
   double trainableElements = 0; ///< for the optimizer update
@@ -50,7 +53,7 @@ struct StepOptions {
 struct StepBreakdown {
   int device = 0;
   double forwardCompute = 0;    ///< one micro-batch
-  double backwardCompute = 0;   ///< one micro-batch
+  double backwardCompute = 0;   ///< one micro-batch, recomputed forwards included
   double forwardComm = 0;       ///< one micro-batch
   double backwardComm = 0;      ///< one micro-batch
   double gradReduce = 0;        ///< all buckets' all-reduce time

@@ -127,6 +127,13 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   CHECK(s->gradReduceExposed == Catch::Approx(s->gradReduce));
   CHECK(s->buckets == 1);
   CHECK(s->total() == Catch::Approx(fwd + bwd + s->gradReduce + s->optimizer));
+  // Recomputed parts run their forward again in the backward.
+  cost::StepInput again = in;
+  again.recomputed.assign(in.parts.size(), true);
+  auto r = cost::stepTime(again, cluster, {});
+  REQUIRE(r.isOk());
+  CHECK(r->forwardCompute == Catch::Approx(fwd));
+  CHECK(r->backwardCompute == Catch::Approx(bwd + fwd));
   // AdamW as the runtime runs it: 8 kernels a tensor, 80 bytes an element.
   CHECK(s->optimizer == Catch::Approx(128 * 80 / 1e11 + 8 * 1e-6));
   cost::StepOptions sgd;
