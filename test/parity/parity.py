@@ -365,7 +365,9 @@ def main():
     if args.zero:
         plan += ["--zero", str(args.zero)]
     plan += shlex.split(args.plan_args)
-    run(plan + ["--print"]) if args.policy == "autodist" else run(plan)
+    if args.policy == "autodist":
+        plan += ["--print"]  # the search's report in the test's log
+    run(plan)
     run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{work}/plan.pb", "-o", f"{work}/program"])
     write_config(f"{work}/train.yaml", args, f"{work}/program", data, f"{work}/run")
     run([f"{b}/nnsc-run", f"{work}/train.yaml", "--nproc-per-node", str(ngpus)])

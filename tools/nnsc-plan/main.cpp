@@ -154,7 +154,9 @@ static int toolMain(int argc, char **argv) {
     if (text->empty())
       continue;
     auto v = autoOrInt(flag, *text);
-    if (v && *v < 0 && !autodist)
+    if (v && *v < 0 && *text != "auto")
+      v = nnsc::errorf("error: impossible {} {}; expected auto or a number >= 0", flag, *text);
+    else if (v && *v < 0 && !autodist)
       v = nnsc::errorf("error: {} auto needs --policy autodist", flag);
     if (!v) {
       std::cerr << v.status().message() << '\n';
