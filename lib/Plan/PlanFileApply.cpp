@@ -1,5 +1,7 @@
 // Applying a user plan file to a graph (PlanFile.h): the file policy.
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -61,14 +63,24 @@ std::string PlanRule::selectorText() const {
       ids.push_back(std::to_string(n));
     parts.push_back("node " + listText(ids));
   }
+  if (!classes.empty())
+    parts.push_back("class " + listText(classes));
+  if (nth >= 0)
+    parts.push_back("nth " + std::to_string(nth));
   std::string out;
   for (const std::string &p : parts)
     out += (out.empty() ? "" : ", ") + p;
   return out;
 }
 
-bool PlanRule::matches(const ir::Node &node) const {
+bool PlanRule::matches(const ir::Node &node, int64_t nthOfNode) const {
   if (!modules.empty() && !anyGlob(modules, node.modulePath))
+    return false;
+  if (nth >= 0 && nth != nthOfNode)
+    return false;
+  if (!classes.empty() &&
+      std::none_of(node.moduleStack.begin(), node.moduleStack.end(),
+                   [&](const ir::ModuleFrame &f) { return anyGlob(classes, f.cls); }))
     return false;
   if (!ops.empty() && !anyGlob(ops, node.op))
     return false;
@@ -77,13 +89,23 @@ bool PlanRule::matches(const ir::Node &node) const {
   return true;
 }
 
+std::vector<int64_t> opIndexInModule(const ir::Graph &graph) {
+  std::map<std::pair<std::string, std::string>, int64_t> seen;
+  std::vector<int64_t> out;
+  out.reserve(graph.nodes().size());
+  for (const ir::Node &node : graph.nodes())
+    out.push_back(seen[{node.modulePath, node.op}]++);
+  return out;
+}
+
 namespace {
 
 class PlanFileApplier {
 public:
   PlanFileApplier(const ir::Graph &graph, const PlanFile &file, int planNgpus, int runtimeNgpus)
       : graph_(graph), file_(file), plan_(newPlan("file", planNgpus, runtimeNgpus)),
-        tracker_(graph), devices_(firstDevices(planNgpus)), matched_(file.rules.size()) {}
+        tracker_(graph), devices_(firstDevices(planNgpus)), matched_(file.rules.size()),
+        nth_(opIndexInModule(graph)) {}
 
   Expected<proto::Plan> run();
 
@@ -95,7 +117,8 @@ private:
     return fmt::format("{}:{}", std::filesystem::path(file_.path).filename().string(),
                        rule.pos.line);
   }
-  Expected<proto::NodePlan> planNode(const ir::Node &node);
+  Status splitInputs();
+  Expected<proto::NodePlan> planNode(const ir::Node &node, int64_t nth);
   Expected<proto::NodePlan> partition(const ir::Node &node, const PlanRule &rule);
   proto::NodePlan follow(const ir::Node &node, const std::string &tag) {
     auto np = followInputs(graph_, node, tracker_, devices_, tag);
@@ -108,11 +131,43 @@ private:
   SplitTracker tracker_;
   std::vector<int> devices_;
   std::vector<int> matched_;
+  std::vector<int64_t> nth_;
 };
 
+Status PlanFileApplier::splitInputs() {
+  for (const InputRule &in : file_.inputs) {
+    auto it = std::find_if(graph_.inputs.begin(), graph_.inputs.end(),
+                           [&](int64_t id) { return graph_.tensor(id).name == in.name; });
+    if (it == graph_.inputs.end()) {
+      std::string names;
+      for (int64_t id : graph_.inputs)
+        names += (names.empty() ? "" : ", ") + graph_.tensor(id).name;
+      return Status::error(formatErrorWithSnippet(
+          in.pos, fmt::format("no graph input named '{}'; the inputs are: {}", in.name, names),
+          file_.text));
+    }
+    const ir::Tensor &t = graph_.tensor(*it);
+    int num = in.num > 0 ? in.num : static_cast<int>(devices_.size());
+    if (in.dim >= static_cast<int>(t.shape.size()) ||
+        t.shape[static_cast<size_t>(in.dim)] % num != 0)
+      return Status::error(formatErrorWithSnippet(
+          in.pos,
+          fmt::format("input '{}' {} has no dim {} that splits into {} parts", in.name,
+                      ir::shapeString(t.shape), in.dim, num),
+          file_.text));
+    proto::InputPlan *p = plan_.add_inputs();
+    p->set_tensor(*it);
+    p->set_dim(in.dim);
+    p->set_num(num);
+    tracker_.setInput(*it, in.dim, num);
+  }
+  return Status::ok();
+}
+
 Expected<proto::Plan> PlanFileApplier::run() {
+  NNSC_RETURN_IF_ERROR(splitInputs());
   for (const ir::Node &node : graph_.nodes()) {
-    auto np = planNode(node);
+    auto np = planNode(node, nth_[static_cast<size_t>(&node - graph_.nodes().data())]);
     if (!np)
       return np.status();
     NNSC_RETURN_IF_ERROR(addNodePlan(graph_, node, np.take(), plan_, tracker_));
@@ -125,10 +180,10 @@ Expected<proto::Plan> PlanFileApplier::run() {
   return plan_;
 }
 
-Expected<proto::NodePlan> PlanFileApplier::planNode(const ir::Node &node) {
+Expected<proto::NodePlan> PlanFileApplier::planNode(const ir::Node &node, int64_t nth) {
   for (size_t i = 0; i < file_.rules.size(); ++i) {
     const PlanRule &rule = file_.rules[i];
-    if (!rule.matches(node))
+    if (!rule.matches(node, nth))
       continue;
     ++matched_[i];
     if (rule.action == RuleAction::Partition)

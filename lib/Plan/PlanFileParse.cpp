@@ -37,6 +37,7 @@ private:
   Status readStrings(const YAML::Node &n, std::vector<std::string> &out, const char *what) const;
   Status readPartition(const YAML::Node &n, PlanRule &rule) const;
   Status readPartitionMap(const YAML::Node &n, PlanRule &rule) const;
+  Status readInputs(const YAML::Node &n);
   Status readRecompute(const YAML::Node &n);
   Status readRecomputeEntry(const YAML::Node &n);
 
@@ -91,7 +92,10 @@ Expected<int64_t> PlanFileReader::readInt(const YAML::Node &n, const char *what,
 
 Status PlanFileReader::readTop(const YAML::Node &root) {
   NNSC_RETURN_IF_ERROR(
-      checkKeys(root, {"plan_ngpus", "default", "rules", "recompute", "zero"}, "the plan file"));
+      checkKeys(root, {"plan_ngpus", "default", "rules", "inputs", "recompute", "zero"},
+                "the plan file"));
+  if (const YAML::Node n = root["inputs"])
+    NNSC_RETURN_IF_ERROR(readInputs(n));
   if (const YAML::Node n = root["recompute"])
     NNSC_RETURN_IF_ERROR(readRecompute(n));
   if (const YAML::Node n = root["plan_ngpus"]) {
@@ -119,6 +123,36 @@ Status PlanFileReader::readTop(const YAML::Node &root) {
     return errorAt(rules, "'rules' must be a list of rules");
   for (const YAML::Node &r : rules)
     NNSC_RETURN_IF_ERROR(readRule(r));
+  return Status::ok();
+}
+
+Status PlanFileReader::readInputs(const YAML::Node &n) {
+  if (!n.IsSequence())
+    return errorAt(n, "'inputs' must be a list of maps {name, dim, num}");
+  for (const YAML::Node &entry : n) {
+    if (!entry.IsMap())
+      return errorAt(entry, "an input entry is a map {name, dim, num}");
+    NNSC_RETURN_IF_ERROR(checkKeys(entry, {"name", "dim", "num"}, "an input entry"));
+    InputRule in;
+    in.pos = posOf(entry);
+    const YAML::Node name = entry["name"];
+    if (!name || !name.IsScalar() || name.Scalar().empty())
+      return errorAt(entry, "an input entry needs 'name': the graph input's argument name");
+    in.name = name.Scalar();
+    if (!entry["dim"])
+      return errorAt(entry, "an input entry needs 'dim'");
+    auto dim = readInt(entry["dim"], "dim", 0);
+    if (!dim)
+      return dim.status();
+    in.dim = static_cast<int>(*dim);
+    if (const YAML::Node num = entry["num"]) {
+      auto v = readInt(num, "num", 1);
+      if (!v)
+        return v.status();
+      in.num = static_cast<int>(*v);
+    }
+    file_.inputs.push_back(std::move(in));
+  }
   return Status::ok();
 }
 
@@ -171,8 +205,10 @@ Status PlanFileReader::readDefault(const YAML::Node &n) {
 
 Status PlanFileReader::readRule(const YAML::Node &n) {
   if (!n.IsMap())
-    return errorAt(n, "a rule must be a map with selectors (module, op, node) and 'partition'");
-  NNSC_RETURN_IF_ERROR(checkKeys(n, {"module", "op", "node", "partition"}, "a rule"));
+    return errorAt(n, "a rule must be a map with selectors (module, op, node, class, nth) and "
+                      "'partition'");
+  NNSC_RETURN_IF_ERROR(
+      checkKeys(n, {"module", "op", "node", "class", "nth", "partition"}, "a rule"));
   PlanRule rule;
   rule.pos = posOf(n.begin()->first);
   NNSC_RETURN_IF_ERROR(readSelectors(n, rule));
@@ -188,6 +224,14 @@ Status PlanFileReader::readSelectors(const YAML::Node &n, PlanRule &rule) const 
     NNSC_RETURN_IF_ERROR(readStrings(n["module"], rule.modules, "module"));
   if (n["op"])
     NNSC_RETURN_IF_ERROR(readStrings(n["op"], rule.ops, "op"));
+  if (n["class"])
+    NNSC_RETURN_IF_ERROR(readStrings(n["class"], rule.classes, "class"));
+  if (const YAML::Node nth = n["nth"]) {
+    auto v = readInt(nth, "nth", 0);
+    if (!v)
+      return v.status();
+    rule.nth = *v;
+  }
   if (const YAML::Node nodes = n["node"]) {
     std::vector<YAML::Node> items;
     if (nodes.IsSequence())
@@ -202,8 +246,8 @@ Status PlanFileReader::readSelectors(const YAML::Node &n, PlanRule &rule) const 
       rule.nodes.push_back(*id);
     }
   }
-  if (rule.modules.empty() && rule.ops.empty() && rule.nodes.empty())
-    return errorAt(n, "the rule selects nothing; give 'module', 'op' or 'node'");
+  if (rule.modules.empty() && rule.ops.empty() && rule.nodes.empty() && rule.classes.empty())
+    return errorAt(n, "the rule selects nothing; give 'module', 'op', 'node' or 'class'");
   return Status::ok();
 }
 

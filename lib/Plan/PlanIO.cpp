@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "nnsc/IR/Serialize.h"
+#include "nnsc/Plan/PlanFile.h"
 #include "nnsc/Plan/PlanPrinter.h"
 #include "nnsc/Support/File.h"
 
@@ -79,7 +80,7 @@ Expected<std::string> runCheck(const PlanCheck &check, const proto::Plan &plan,
 } // namespace
 
 Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
-                   const std::string &outPath, bool print, std::ostream &out, std::ostream &log,
+                   const PlanOutputs &outputs, bool print, std::ostream &out, std::ostream &log,
                    const PlanCheck &check, const PrintOptions &printOptions) {
   NNSC_RETURN_IF_ERROR(checkOptions(options));
   auto graph = ir::readGraph(graphPath);
@@ -93,10 +94,27 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
   auto extra = runCheck(check, *plan, *graph);
   if (!extra)
     return extra.status();
-  if (!outPath.empty()) {
-    NNSC_RETURN_IF_ERROR(writePlan(*plan, outPath));
+  std::string planFileText;
+  if (!outputs.planFile.empty()) {
+    auto text = writePlanFile(
+        *graph, *plan,
+        {fmt::format("written by nnsc-plan --policy {} for {} ({} ranks)", plan->policy(),
+                     graphPath, plan->runtime_ngpus()),
+         "re-plan with: nnsc-plan GRAPH.pb --policy file --plan-file THIS.yaml --runtime-ngpus N",
+         "rules select module paths ('*' for every layer), op names and nth, the place of a",
+         "node among its module's nodes of that op; unlisted nodes are replicated"});
+    if (!text)
+      return text.status();
+    planFileText = text.take();
+  }
+  if (!outputs.plan.empty()) {
+    NNSC_RETURN_IF_ERROR(writePlan(*plan, outputs.plan));
     log << fmt::format("nnsc-plan: wrote {} (policy {}, plan_ngpus {}, runtime_ngpus {})\n",
-                       outPath, plan->policy(), plan->plan_ngpus(), plan->runtime_ngpus());
+                       outputs.plan, plan->policy(), plan->plan_ngpus(), plan->runtime_ngpus());
+  }
+  if (!outputs.planFile.empty()) {
+    NNSC_RETURN_IF_ERROR(writeFileAtomic(outputs.planFile, planFileText));
+    log << fmt::format("nnsc-plan: wrote {} (the plan as a plan file)\n", outputs.planFile);
   }
   if (print) {
     printPlan(*plan, *graph, out, printOptions);

@@ -99,7 +99,8 @@ nnsc::Expected<double> parseBytes(const std::string &text) {
 static int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-plan: choose how to parallelize a traced graph"};
   nnsc::plan::PlanOptions opts;
-  std::string input, outPath, graphOverride;
+  std::string input, graphOverride;
+  nnsc::plan::PlanOutputs outputs;
   std::string zeroText, planNgpusText, recomputeText, memLimitText;
   bool print = false;
   uint64_t seed = 0;
@@ -131,7 +132,11 @@ static int toolMain(int argc, char **argv) {
   app.add_option("--mem-limit", memLimitText,
                  "autodist: bytes per device a plan may use (60GiB; default 80% of the device's "
                  "memory)");
-  auto *out = app.add_option("-o,--out", outPath, "where to write plan.pb");
+  auto *out = app.add_option("-o,--out", outputs.plan, "where to write plan.pb");
+  auto *savePlanFile = app.add_option(
+      "--save-plan-file", outputs.planFile,
+      "also write the plan as a plan file (module-path rules; docs/plan-files.md) that --policy "
+      "file reproduces");
   app.add_option("--graph", graphOverride, "with --print PLAN.pb: the graph it was made for");
   app.add_flag("--print", print, "print the plan's text form");
   CostFlags cf;
@@ -240,11 +245,11 @@ static int toolMain(int argc, char **argv) {
     opts.zero = -1; // the plan carries the stage the search chose
   }
 
-  bool planning = out->count() || policy->count() || ngpus->count() || micro->count() ||
+  bool planning = out->count() || savePlanFile->count() || policy->count() || ngpus->count() || micro->count() ||
                   planNgpus->count() || planFile->count() || recompute->count() || zero->count();
   nnsc::Status st;
   if (planning) {
-    st = nnsc::plan::runPlanTool(input, opts, outPath, print, std::cout, std::cerr, check,
+    st = nnsc::plan::runPlanTool(input, opts, outputs, print, std::cout, std::cerr, check,
                                  printOptions);
     if (!report.empty())
       (print ? std::cout : std::cerr) << report;

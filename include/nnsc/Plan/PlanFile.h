@@ -9,9 +9,13 @@
 ///     - module: transformer.h.*.attn.c_attn   # glob(s) over module paths
 ///       op: aten::linear                      # glob(s) over op names
 ///       node: 24                              # node id(s)
+///       class: CausalSelfAttention            # glob(s) over enclosing module classes
+///       nth: 2                                # the 3rd node of its op in its module
 ///       partition: {ident: n, interleave: 3}  # {ident, num, interleave} |
 ///                                             # {input, dim, num, interleave}
 ///                                             # | replicate | follow
+///   inputs:                  # optional: graph inputs fed split
+///     - {name: idx, dim: 0}  # (num: plan_ngpus)
 ///   recompute:               # optional: recompute groups (Recompute.h)
 ///     - transformer.h.*      # every module instance the glob matches
 ///     - {class: Block}       # every instance of the class
@@ -47,6 +51,8 @@ struct PlanRule {
   std::vector<std::string> modules; ///< globs: '*' any run of characters, '?' one
   std::vector<std::string> ops;     ///< globs over "aten::linear"
   std::vector<int64_t> nodes;
+  std::vector<std::string> classes; ///< globs over the classes of enclosing modules
+  int64_t nth = -1; ///< the node's place among its module's nodes of the same op; -1 any
   RuleAction action = RuleAction::Replicate;
   std::string ident; ///< Partition by identifier, or empty
   int input = -1;    ///< Partition by (input, dim) when ident is empty
@@ -56,8 +62,23 @@ struct PlanRule {
 
   /// The selectors as written: "module transformer.h.*.attn.c_attn, op aten::view".
   std::string selectorText() const;
-  /// True when every selector given matches `node`.
-  bool matches(const ir::Node &node) const;
+  /// True when every selector given matches `node`, whose place among the
+  /// nodes of its op in its module is `nthOfNode` (opIndexInModule).
+  bool matches(const ir::Node &node, int64_t nthOfNode) const;
+};
+
+/// Per node (by index): how many earlier nodes of the same op lie directly
+/// in the same module path. Stable under re-tracing, unlike node ids: the
+/// third aten::view of `layers.0.self_attn` is `nth: 2` however many nodes
+/// come before the layer.
+std::vector<int64_t> opIndexInModule(const ir::Graph &graph);
+
+/// A graph input fed split (plan.pb InputPlan): `inputs:` in a plan file.
+struct InputRule {
+  SourcePos pos;
+  std::string name; ///< the graph input's argument name
+  int dim = 0;
+  int num = 0; ///< 0: plan_ngpus
 };
 
 struct PlanFile {
@@ -67,6 +88,7 @@ struct PlanFile {
   int zero = -1;     ///< ZeRO stage; -1: not given
   RuleAction defaultAction = RuleAction::Replicate;
   std::vector<PlanRule> rules;
+  std::vector<InputRule> inputs;
   /// `recompute:` recompute groups (Recompute.h): a module path glob, or a
   /// map {module: globs} | {class: names} | {node: ids} per entry.
   std::vector<RecomputeSelector> recompute;
@@ -85,5 +107,19 @@ bool globMatch(std::string_view pattern, std::string_view text);
 /// ranks). Errors at the offending rule's position.
 Expected<proto::Plan> applyPlanFile(const ir::Graph &graph, const PlanFile &file, int planNgpus,
                                     int runtimeNgpus);
+
+/// A plan file (text) whose rules give `plan` again for `graph`: module-path
+/// rules (layer indices generalised to '*' where every layer agrees, `nth`
+/// where a module holds several nodes of one op), the input splits, ZeRO
+/// and recompute groups. The text is checked by applying it: an error if
+/// it does not reproduce every node's split, devices and recompute group.
+/// `header` lines are written first as comments.
+Expected<std::string> writePlanFile(const ir::Graph &graph, const proto::Plan &plan,
+                                    const std::vector<std::string> &header);
+
+/// "" when `a` and `b` split every node, input and recompute group alike
+/// (the policy and rule notes aside); else the first difference, e.g.
+/// "node 12 aten::view: ident 'a' vs 'b'".
+std::string planDifference(const proto::Plan &a, const proto::Plan &b);
 
 } // namespace nnsc::plan

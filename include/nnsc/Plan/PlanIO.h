@@ -34,12 +34,19 @@ Expected<ir::Graph> readPlanGraph(const proto::Plan &plan, const std::string &pl
 using PlanCheck =
     std::function<Expected<std::string>(const proto::Plan &plan, const ir::Graph &graph)>;
 
-/// `nnsc-plan GRAPH.pb --policy P ... [-o PLAN.pb] [--print]`: plans the
-/// graph, runs `check` (if any), writes the plan when `outPath` is non-empty
-/// and prints its text form (and check's text) to `out` when `print`; one
-/// line to `log` says what was written.
+/// Where nnsc-plan writes what it made; empty paths are not written.
+struct PlanOutputs {
+  std::string plan;     ///< plan.pb
+  std::string planFile; ///< the plan as a plan file (PlanFile.h writePlanFile)
+};
+
+/// `nnsc-plan GRAPH.pb --policy P ... [-o PLAN.pb] [--save-plan-file F]
+/// [--print]`: plans the graph, runs `check` (if any), writes the outputs
+/// and prints the plan's text form (and check's text) to `out` when
+/// `print`; one line to `log` says what was written. Nothing is written
+/// when any step fails.
 Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
-                   const std::string &outPath, bool print, std::ostream &out, std::ostream &log,
+                   const PlanOutputs &outputs, bool print, std::ostream &out, std::ostream &log,
                    const PlanCheck &check = {}, const PrintOptions &printOptions = {});
 
 /// `nnsc-plan --print PLAN.pb [--graph GRAPH.pb]`: the text form of a plan

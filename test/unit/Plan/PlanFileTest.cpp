@@ -82,11 +82,11 @@ TEST_CASE("plan file errors point at the file position", "[plan][planfile]") {
   check("rules:\n  - module: fc9\n    partition: replicate\n",
         "p.yaml:2:5: error: rule matched no node: module fc9");
   check("rules:\n  - modul: fc1\n    partition: replicate\n",
-        "p.yaml:2:5: error: unknown key 'modul' in a rule; expected one of: module, node, op, "
-        "partition");
+        "p.yaml:2:5: error: unknown key 'modul' in a rule; expected one of: class, module, node, "
+        "nth, op, partition");
   check("plan_ngpu: 2\nrules: []\n",
         "p.yaml:1:1: error: unknown key 'plan_ngpu' in the plan file; expected one of: default, "
-        "plan_ngpus, recompute, rules, zero");
+        "inputs, plan_ngpus, recompute, rules, zero");
   check("rules:\n  - module: fc1\n    partition: {ident: n, nmu: 2}\n",
         "p.yaml:3:27: error: unknown key 'nmu' in a partition; expected one of: dim, ident, "
         "input, interleave, num");
@@ -94,7 +94,7 @@ TEST_CASE("plan file errors point at the file position", "[plan][planfile]") {
         "p.yaml:3:16: error: unknown partition 'split'; expected a map {ident, num} or {input, "
         "dim, num}, 'replicate' or 'follow'");
   check("rules:\n  - partition: replicate\n",
-        "p.yaml:2:5: error: the rule selects nothing; give 'module', 'op' or 'node'");
+        "p.yaml:2:5: error: the rule selects nothing; give 'module', 'op', 'node' or 'class'");
   check("rules:\n  - module: fc1\n    partition: {ident: n, num: 4}\n",
         "p.yaml:2:5: error: rule 'module fc1' splits node 0 aten::linear at fc1 (model.py:10) into "
         "4 parts; a node is split over all plan_ngpus (2) devices or replicated");
