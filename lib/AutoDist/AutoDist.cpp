@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "Problem.h"
 #include "nnsc/Plan/Memory.h"
 #include "nnsc/Plan/NodeSplit.h"
@@ -107,7 +109,8 @@ Expected<proto::Plan> materialize(const ir::Graph &graph, const Built &built,
         built.optionOf[k][static_cast<size_t>(choice[static_cast<size_t>(decision)])])];
     proto::NodePlan np = plan::replicateNode(node, devices, "autodist");
     if (!o.ident.empty()) {
-      auto split = plan::splitNodeByIdent(graph, node, o.ident, devices, "autodist");
+      auto split =
+          plan::splitNodeByIdent(graph, node, o.ident, devices, "autodist", o.interleave);
       if (!split)
         return split.status();
       np = split.take();
@@ -178,6 +181,19 @@ struct Outcome {
   proto::Plan plan;
 };
 
+// The constrained op whose rules raise its smallest option the most, for
+// the message when nothing fits: "" when no constraint costs memory.
+std::string constraintNote(const ir::Graph &graph, const Built &built, const Options &options) {
+  if (!options.constraints || built.constraintRaise.empty())
+    return "";
+  auto most = std::max_element(built.constraintRaise.begin(), built.constraintRaise.end());
+  if (*most <= 0)
+    return "";
+  size_t k = static_cast<size_t>(most - built.constraintRaise.begin());
+  return fmt::format("{} keeps {} {} above its smallest option", options.constraints->path,
+                     plan::describeNode(graph.nodes()[k]), plan::formatBytes(*most));
+}
+
 // Searches one configuration: solve, price exactly, and where the exact
 // memory passes the limit solve again under a limit lowered by the excess.
 Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,
@@ -195,6 +211,12 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
   t.decisions = built.decisions;
   t.states = largestFrontier(built.problem);
   t.ops = built.ops;
+  if (!built.infeasible.empty()) {
+    t.why = built.infeasible;
+    t.searchSeconds = secondsSince(t0);
+    return out;
+  }
+  t.constraintNote = constraintNote(graph, built, options);
   if (std::getenv("NNSC_AUTODIST_DEBUG")) {
     std::vector<int> lastUse(built.problem.nodes.size());
     for (size_t k = 0; k < lastUse.size(); ++k)
@@ -303,6 +325,14 @@ Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Op
       t.why = st.message();
       return out;
     }
+  if (options.constraints) {
+    std::string broken =
+        plan::constraintViolation(graph, *plan, *options.constraints, *setting.constraints);
+    if (!broken.empty()) {
+      t.why = "breaks a constraint: " + broken;
+      return out;
+    }
+  }
   auto priced = price(graph, *plan, cluster, options);
   if (!priced) {
     t.why = priced.status().message();
@@ -339,6 +369,14 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
   if (result.memLimit <= 0)
     return Status::error("error: autodist needs a memory limit: the device spec gives no memory; "
                          "pass --mem-limit");
+
+  std::vector<plan::NodeConstraint> constrained;
+  if (options.constraints) {
+    auto nodes = plan::constrainNodes(graph, *options.constraints);
+    if (!nodes)
+      return nodes.status();
+    constrained = nodes.take();
+  }
 
   // What recompute may pick from.
   RepeatedBlocks blocks = repeatedBlocks(graph);
@@ -378,6 +416,8 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
       zeros = dp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
     for (int z : zeros) {
       Setting s;
+      if (options.constraints)
+        s.constraints = &constrained;
       s.planNgpus = T;
       s.dp = dp;
       s.zero = z;
@@ -451,15 +491,27 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
     for (const Trial &t : result.trials)
       if (t.memoryBytes > 0 && (!least || t.memoryBytes < least->memoryBytes))
         least = &t;
-    if (!least) // nothing could be priced: say why the first configuration failed
+    if (!least) { // nothing could be priced: the widest search says why
+      auto widest = std::find_if(result.trials.rbegin(), result.trials.rend(),
+                                 [](const Trial &t) { return t.source == "search"; });
       return errorf("error: autodist found no plan on {} devices: {}", N,
-                    result.trials.empty() ? "no configuration to try" : result.trials[0].why);
+                    widest == result.trials.rend() ? "no configuration to try" : widest->why);
+    }
+    // Where a constraints file costs memory: the cheapest configuration it
+    // does, and the op it holds furthest above its smallest option.
+    const Trial *held = nullptr;
+    for (const Trial &t : result.trials)
+      if (!t.constraintNote.empty() && (!held || t.memoryBytes < held->memoryBytes))
+        held = &t;
     return errorf("error: autodist found no plan within the memory limit of {} per device on {} "
                   "devices; the least any configuration needs is {} ({} device(s) per copy x {}, "
-                  "zero {}, {} recompute groups, {}); raise --mem-limit or add devices",
+                  "zero {}, {} recompute groups, {}){}; raise --mem-limit or add devices",
                   plan::formatBytes(result.memLimit), N, plan::formatBytes(least->memoryBytes),
                   least->planNgpus, least->dp, least->zero, least->recomputeLayers,
-                  least->source == "search" ? "searched" : least->source + " policy");
+                  least->source == "search" ? "searched" : least->source + " policy",
+                  held ? fmt::format("; over {} device(s) per copy the constraints file {}",
+                                     held->planNgpus, held->constraintNote)
+                       : "");
   }
   const Trial &c = result.trials[static_cast<size_t>(result.chosen)];
   if (c.zero > 0 && options.zero < 0)

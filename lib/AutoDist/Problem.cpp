@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "nnsc/Cost/OpCost.h"
 #include "nnsc/Plan/NodeSplit.h"
 #include "nnsc/Transform/RvdSearch.h"
@@ -109,8 +111,10 @@ ir::DType computeDType(const cost::OpShapes &s) {
   return ir::DType::Float32;
 }
 
+// The options of one node: whole, and a cut along each identifier its
+// annotation allows over n devices (a pinned cut interleaved as pinned).
 std::vector<OpOption> enumerateOptions(const ir::Graph &graph, const ir::Node &node, int n,
-                                       bool replicateOnly) {
+                                       bool replicateOnly, const plan::NodeConstraint *nc) {
   std::vector<OpOption> out(1); // replicate
   out[0].effect.inputDims.assign(node.inputs.size(), -1);
   out[0].effect.outputDims.assign(node.outputs.size(), -1);
@@ -120,12 +124,51 @@ std::vector<OpOption> enumerateOptions(const ir::Graph &graph, const ir::Node &n
   if (!bound)
     return out;
   for (const std::string &id : ops::splittableIdents(*bound)) {
-    auto effect = ops::splitEffect(*bound, id, n);
+    // Every cut is priced (constrainOptions drops the forbidden ones after,
+    // knowing what they would have saved); a pinned cut as pinned.
+    int blocks = nc && nc->interleave > 1 && nc->allows(id) ? nc->interleave : 1;
+    auto effect = ops::splitEffect(*bound, id, n, blocks);
     if (!effect || !plan::checkSplitOutputs(graph, node, *effect, id).isOk())
       continue;
-    out.push_back({id, effect.take()});
+    out.push_back({id, effect.take(), blocks});
   }
   return out;
+}
+
+// Drops the options node k's constraints forbid (priced already, so the
+// memory they add is known); a node left nothing makes the configuration
+// infeasible, named by its rule.
+void constrainOptions(const ir::Graph &graph, size_t k, const plan::NodeConstraint &nc,
+                      const Options &options, int n, Built &b) {
+  auto &opts = b.options[k];
+  auto &priced = b.problem.nodes[k];
+  double least = priced.front().memory, leastKept = -1;
+  std::vector<OpOption> keptOpts;
+  std::vector<search::Option> keptPriced;
+  for (size_t c = 0; c < opts.size(); ++c) {
+    least = std::min(least, priced[c].memory);
+    if (!nc.allows(opts[c].ident))
+      continue;
+    leastKept = leastKept < 0 ? priced[c].memory : std::min(leastKept, priced[c].memory);
+    keptOpts.push_back(std::move(opts[c]));
+    keptPriced.push_back(std::move(priced[c]));
+  }
+  if (keptOpts.empty()) {
+    if (b.infeasible.empty()) {
+      const auto &rule = options.constraints->rules[static_cast<size_t>(nc.rules.back())];
+      b.infeasible = fmt::format(
+          "constraint {} leaves {} no option over {} device(s): {}", rule.where(),
+          plan::describeNode(graph.nodes()[k]), n,
+          nc.replicate ? "no allowed identifier divides" : "whole is not allowed and no allowed "
+                                                           "identifier divides");
+    }
+    opts.resize(1); // keep the problem well formed; the trial is rejected
+    priced.resize(1);
+    return;
+  }
+  b.constraintRaise[k] = leastKept - least;
+  opts = std::move(keptOpts);
+  priced = std::move(keptPriced);
 }
 
 // Bytes per element of what a weight's holder keeps: the weight, its
@@ -264,6 +307,7 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
   b.options.resize(nodes.size());
   b.problem.nodes.resize(nodes.size());
   b.problem.nodeNames.resize(nodes.size());
+  b.constraintRaise.assign(nodes.size(), 0.0);
   for (size_t k = 0; k < nodes.size(); ++k) {
     const ir::Node &node = nodes[k];
     bool only = !s.replicateOnly.empty() && s.replicateOnly[k];
@@ -276,9 +320,11 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
     for (int64_t t : node.inputs)
       readsWeight = readsWeight || graph.tensor(t).kind == ir::TensorKind::Param;
     raw.sources[k].resize(node.inputs.size());
-    b.options[k] = enumerateOptions(graph, node, n, only || (!carriesGrad && !readsWeight));
-    if (b.options[k].size() > 1)
-      ++b.decisions;
+    const plan::NodeConstraint *nc =
+        s.constraints && (*s.constraints)[k].constrained() ? &(*s.constraints)[k] : nullptr;
+    // A constrained op is searched whatever the heuristics say.
+    b.options[k] =
+        enumerateOptions(graph, node, n, only || (!nc && !carriesGrad && !readsWeight), nc);
     b.problem.nodeNames[k] = plan::describeNode(node);
     int group = s.recomputeGroup.empty() ? -1 : s.recomputeGroup[k];
     for (const OpOption &o : b.options[k]) {
@@ -343,6 +389,10 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
       }
       b.problem.nodes[k].push_back(std::move(opt));
     }
+    if (nc)
+      constrainOptions(graph, k, *nc, options, n, b);
+    if (b.options[k].size() > 1)
+      ++b.decisions;
   }
   if (n <= 1)
     return raw;
@@ -433,6 +483,8 @@ Built buildProblem(const ir::Graph &graph, const cost::Cluster &cluster, const O
   Built b;
   b.options = r.options;
   b.ops = static_cast<int>(count);
+  b.infeasible = r.infeasible;
+  b.constraintRaise = r.constraintRaise;
   b.decisionOf.assign(count, -1);
   b.optionOf.resize(count);
   std::vector<std::vector<size_t>> members; // per decision

@@ -8,6 +8,7 @@
 
 #include "nnsc/AutoDist/AutoDist.h"
 #include "nnsc/Ops/AnnotationSplit.h"
+#include "nnsc/Plan/Constraints.h"
 #include "nnsc/Search/Problem.h"
 #include "nnsc/Transform/RvdCost.h"
 
@@ -21,12 +22,15 @@ struct Setting {
   std::vector<int> recomputeGroup; ///< per node: its group, -1 none
   /// Nodes that must stay whole (their split failed the partition before).
   std::vector<bool> replicateOnly;
+  /// Per node: what the constraints file leaves it (empty: no file).
+  const std::vector<plan::NodeConstraint> *constraints = nullptr;
 };
 
 /// One option of one op: replicate (ident empty) or a split over the copy.
 struct OpOption {
   std::string ident;
   ops::SplitEffect effect;
+  int interleave = 1; ///< a pinned interleaved cut (Constraints.h)
 };
 
 /// Re-layout prices by (shape, producer layout, consumer layout): the same
@@ -61,6 +65,10 @@ struct Built {
   std::vector<std::vector<int>> optionOf;
   int decisions = 0; ///< decisions with more than one option
   int ops = 0;       ///< graph nodes
+  /// Set when a constraint leaves a node no option: which rule, which node.
+  std::string infeasible;
+  /// Per graph node: bytes its constraints add to its smallest option.
+  std::vector<double> constraintRaise;
 };
 
 Built buildProblem(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,

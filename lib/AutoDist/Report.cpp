@@ -8,6 +8,12 @@ namespace nnsc::autodist {
 
 namespace {
 
+// "over: needs ..." for memory, "rejected: ..." for anything else.
+std::string verdict(const std::string &why) {
+  bool memory = why.rfind("needs", 0) == 0 || why.rfind("the plan found needs", 0) == 0;
+  return (memory ? "over: " : "rejected: ") + why;
+}
+
 std::string formatSeconds(double s) {
   if (s >= 1)
     return fmt::format("{:.3f} s", s);
@@ -37,7 +43,7 @@ void printReport(const Result &result, const ir::Graph &graph, const cost::Clust
                       chosen ? "*" : " ", t.planNgpus, t.dp, t.zero, t.recomputeLayers, t.source,
                       t.source == "search" ? std::to_string(t.decisions) : "-",
                       t.source == "search" ? std::to_string(t.states) : "-", step, per, mem,
-                      search, t.fits ? "fits" : "over: " + t.why);
+                      search, t.fits ? "fits" : verdict(t.why));
   }
   if (result.chosen < 0)
     return;

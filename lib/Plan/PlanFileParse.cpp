@@ -7,34 +7,24 @@
 #include "nnsc/Plan/Plan.h"
 #include "nnsc/Plan/PlanFile.h"
 #include "nnsc/Support/File.h"
+#include "RuleReader.h"
 
 namespace nnsc::plan {
 
 namespace {
 
-class PlanFileReader {
+class PlanFileReader : RuleReader {
 public:
-  PlanFileReader(std::string path, std::string text) {
+  PlanFileReader(std::string path, std::string text) : RuleReader(path, text) {
     file_.path = std::move(path);
     file_.text = std::move(text);
   }
   Expected<PlanFile> read();
 
 private:
-  SourcePos posOf(const YAML::Node &n) const {
-    return {file_.path, n.Mark().line + 1, n.Mark().column + 1};
-  }
-  Status errorAt(const YAML::Node &n, const std::string &msg) const {
-    return Status::error(formatErrorWithSnippet(posOf(n), msg, file_.text));
-  }
-  Status checkKeys(const YAML::Node &map, const std::set<std::string> &allowed,
-                   const char *what) const;
-  Expected<int64_t> readInt(const YAML::Node &n, const char *what, int64_t min) const;
   Status readTop(const YAML::Node &root);
   Status readDefault(const YAML::Node &n);
   Status readRule(const YAML::Node &n);
-  Status readSelectors(const YAML::Node &n, PlanRule &rule) const;
-  Status readStrings(const YAML::Node &n, std::vector<std::string> &out, const char *what) const;
   Status readPartition(const YAML::Node &n, PlanRule &rule) const;
   Status readPartitionMap(const YAML::Node &n, PlanRule &rule) const;
   Status readInputs(const YAML::Node &n);
@@ -44,50 +34,14 @@ private:
   PlanFile file_;
 };
 
-std::string joinKeys(const std::set<std::string> &keys) {
-  std::string out;
-  for (const std::string &k : keys)
-    out += (out.empty() ? "" : ", ") + k;
-  return out;
-}
-
 Expected<PlanFile> PlanFileReader::read() {
-  YAML::Node root;
-  try {
-    root = YAML::Load(file_.text);
-  } catch (const YAML::Exception &e) {
-    SourcePos pos{file_.path, e.mark.line + 1, e.mark.column + 1};
-    return Status::error(formatErrorWithSnippet(pos, e.msg, file_.text));
-  }
-  if (!root.IsMap())
-    return Status::error(formatError({file_.path, 1, 1},
-                                     "expected a map with keys 'plan_ngpus', 'default', 'rules'"));
-  NNSC_RETURN_IF_ERROR(readTop(root));
+  auto root = load();
+  if (!root)
+    return root.status();
+  if (!root->IsMap())
+    return errorAtStart("expected a map with keys 'plan_ngpus', 'default', 'rules'");
+  NNSC_RETURN_IF_ERROR(readTop(*root));
   return file_;
-}
-
-Status PlanFileReader::checkKeys(const YAML::Node &map, const std::set<std::string> &allowed,
-                                 const char *what) const {
-  std::set<std::string> seen;
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    std::string key = it->first.Scalar();
-    if (!allowed.count(key))
-      return errorAt(it->first, fmt::format("unknown key '{}' in {}; expected one of: {}", key,
-                                            what, joinKeys(allowed)));
-    if (!seen.insert(key).second)
-      return errorAt(it->first, fmt::format("duplicate key '{}' in {}", key, what));
-  }
-  return Status::ok();
-}
-
-Expected<int64_t> PlanFileReader::readInt(const YAML::Node &n, const char *what,
-                                          int64_t min) const {
-  int64_t v = 0;
-  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
-    return errorAt(n, fmt::format("{} must be an integer", what));
-  if (v < min)
-    return errorAt(n, fmt::format("{} must be at least {}; got {}", what, min, v));
-  return v;
 }
 
 Status PlanFileReader::readTop(const YAML::Node &root) {
@@ -216,54 +170,6 @@ Status PlanFileReader::readRule(const YAML::Node &n) {
     return errorAt(n, "the rule has no 'partition' (a map, 'replicate' or 'follow')");
   NNSC_RETURN_IF_ERROR(readPartition(n["partition"], rule));
   file_.rules.push_back(std::move(rule));
-  return Status::ok();
-}
-
-Status PlanFileReader::readSelectors(const YAML::Node &n, PlanRule &rule) const {
-  if (n["module"])
-    NNSC_RETURN_IF_ERROR(readStrings(n["module"], rule.modules, "module"));
-  if (n["op"])
-    NNSC_RETURN_IF_ERROR(readStrings(n["op"], rule.ops, "op"));
-  if (n["class"])
-    NNSC_RETURN_IF_ERROR(readStrings(n["class"], rule.classes, "class"));
-  if (const YAML::Node nth = n["nth"]) {
-    auto v = readInt(nth, "nth", 0);
-    if (!v)
-      return v.status();
-    rule.nth = *v;
-  }
-  if (const YAML::Node nodes = n["node"]) {
-    std::vector<YAML::Node> items;
-    if (nodes.IsSequence())
-      for (const YAML::Node &item : nodes)
-        items.push_back(item);
-    else
-      items.push_back(nodes);
-    for (const YAML::Node &item : items) {
-      auto id = readInt(item, "node", 0);
-      if (!id)
-        return id.status();
-      rule.nodes.push_back(*id);
-    }
-  }
-  if (rule.modules.empty() && rule.ops.empty() && rule.nodes.empty() && rule.classes.empty())
-    return errorAt(n, "the rule selects nothing; give 'module', 'op', 'node' or 'class'");
-  return Status::ok();
-}
-
-Status PlanFileReader::readStrings(const YAML::Node &n, std::vector<std::string> &out,
-                                   const char *what) const {
-  if (n.IsScalar()) {
-    out.push_back(n.Scalar());
-    return Status::ok();
-  }
-  if (!n.IsSequence())
-    return errorAt(n, fmt::format("'{}' must be a string or a list of strings", what));
-  for (const YAML::Node &item : n) {
-    if (!item.IsScalar())
-      return errorAt(item, fmt::format("'{}' must be a string or a list of strings", what));
-    out.push_back(item.Scalar());
-  }
   return Status::ok();
 }
 

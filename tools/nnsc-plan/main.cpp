@@ -15,6 +15,7 @@
 
 #include "nnsc/AutoDist/AutoDist.h"
 #include "nnsc/Cost/Report.h"
+#include "nnsc/Plan/Constraints.h"
 #include "nnsc/Plan/PlanIO.h"
 #include "nnsc/Support/ToolMain.h"
 #include "nnsc/Transform/CommReport.h"
@@ -101,7 +102,7 @@ static int toolMain(int argc, char **argv) {
   nnsc::plan::PlanOptions opts;
   std::string input, graphOverride;
   nnsc::plan::PlanOutputs outputs;
-  std::string zeroText, planNgpusText, recomputeText, memLimitText;
+  std::string zeroText, planNgpusText, recomputeText, memLimitText, constraintsPath;
   bool print = false;
   uint64_t seed = 0;
   app.add_option("input", input, "graph.pb to plan, or plan.pb to print with --print")->required();
@@ -132,6 +133,9 @@ static int toolMain(int argc, char **argv) {
   app.add_option("--mem-limit", memLimitText,
                  "autodist: bytes per device a plan may use (60GiB; default 80% of the device's "
                  "memory)");
+  app.add_option("--constraints", constraintsPath,
+                 "autodist: a constraints file (YAML; docs/autodist.md): the splits each op may "
+                 "take");
   auto *out = app.add_option("-o,--out", outputs.plan, "where to write plan.pb");
   auto *savePlanFile = app.add_option(
       "--save-plan-file", outputs.planFile,
@@ -170,8 +174,10 @@ static int toolMain(int argc, char **argv) {
     *target = *v;
   }
   if (!autodist)
-    for (auto [flag, text] : {std::pair<const char *, std::string *>{"--recompute", &recomputeText},
-                               std::pair<const char *, std::string *>{"--mem-limit", &memLimitText}})
+    for (auto [flag, text] :
+         {std::pair<const char *, std::string *>{"--recompute", &recomputeText},
+          std::pair<const char *, std::string *>{"--mem-limit", &memLimitText},
+          std::pair<const char *, std::string *>{"--constraints", &constraintsPath}})
       if (!text->empty()) {
         std::cerr << "error: " << flag << " needs --policy autodist\n";
         return 1;
@@ -209,6 +215,14 @@ static int toolMain(int argc, char **argv) {
     ad.zero = opts.zero;
     ad.memory = printOptions.memory;
     ad.graphPath = input;
+    if (!constraintsPath.empty()) {
+      auto constraints = nnsc::plan::readConstraints(constraintsPath);
+      if (!constraints) {
+        std::cerr << constraints.status().message() << '\n';
+        return 1;
+      }
+      ad.constraints = constraints.take();
+    }
     if (!memLimitText.empty()) {
       auto bytes = parseBytes(memLimitText);
       if (!bytes) {

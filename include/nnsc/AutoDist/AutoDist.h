@@ -28,6 +28,7 @@
 #include "nnsc/Cost/Cluster.h"
 #include "nnsc/Cost/Memory.h"
 #include "nnsc/IR/Graph.h"
+#include "nnsc/Plan/Constraints.h"
 #include "nnsc/Support/Status.h"
 #include "nnsc/plan.pb.h"
 
@@ -55,6 +56,9 @@ struct Options {
   /// memory. The memory limit stays exact: every plan found is priced whole
   /// and searched again under a lower limit where it does not fit.
   int64_t paretoPoints = 64;
+  /// A constraints file (Plan/Constraints.h): the options each op may take;
+  /// the seed policies' plans must obey it too.
+  std::optional<plan::Constraints> constraints;
 };
 
 /// One configuration the search tried, with its exact prices.
@@ -73,6 +77,9 @@ struct Trial {
   int ops = 0;                  ///< graph nodes
   int decisions = 0;            ///< decisions with more than one option (followers merged)
   int64_t states = 0;           ///< the dynamic program's largest frontier
+  /// Where a constraints file costs this configuration memory: the op it
+  /// keeps furthest above its smallest option.
+  std::string constraintNote;
 };
 
 struct Result {
