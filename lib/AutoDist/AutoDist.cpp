@@ -11,11 +11,13 @@
 #include <fmt/format.h>
 
 #include "Problem.h"
+#include "Repeats.h"
 #include "nnsc/Plan/Memory.h"
 #include "nnsc/Plan/NodeSplit.h"
 #include "nnsc/Plan/Plan.h"
 #include "nnsc/Plan/PlanPrinter.h"
 #include "nnsc/Plan/Recompute.h"
+#include "nnsc/Search/Repeated.h"
 #include "nnsc/Search/Solver.h"
 #include "nnsc/Transform/Partition.h"
 #include "nnsc/Transform/StepCost.h"
@@ -28,38 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The repeated block of the model: the module class with the most nodes
-// among those with two or more instances (transformer layers), and its
-// instances in node order.
-struct RepeatedBlocks {
-  std::string cls;
-  std::vector<std::string> paths;
-};
-
-RepeatedBlocks repeatedBlocks(const ir::Graph &graph) {
-  std::map<std::string, std::vector<std::string>> paths; // class -> instances in order
-  std::map<std::string, int64_t> covered;
-  for (const ir::Node &node : graph.nodes()) {
-    std::set<std::string> seen;
-    for (const ir::ModuleFrame &f : node.moduleStack) {
-      if (f.cls.empty() || !seen.insert(f.cls).second)
-        continue;
-      auto &list = paths[f.cls];
-      if (std::find(list.begin(), list.end(), f.path) == list.end())
-        list.push_back(f.path);
-      ++covered[f.cls];
-    }
-  }
-  RepeatedBlocks best;
-  int64_t bestCovered = 0;
-  for (const auto &[cls, list] : paths)
-    if (list.size() >= 2 && covered[cls] > bestCovered) {
-      best = {cls, list};
-      bestCovered = covered[cls];
-    }
-  return best;
 }
 
 // Recompute groups per node for the given selectors (none: all -1).
@@ -129,10 +99,12 @@ struct Priced {
 
 // The plan's exact prices: partitioned, every device's step and memory.
 Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
-                       const cost::Cluster &cluster, const Options &options) {
+                       const cost::Cluster &cluster, const Options &options,
+                       RelayoutCache &cache) {
   NNSC_RETURN_IF_ERROR(plan::validatePlan(plan, graph));
   transform::PartitionOptions partition;
   partition.search.cost = transform::tableRvdCost(cluster);
+  partition.search.cache = cache.plans(); // every layer's adapters searched once
   auto pg = transform::partitionGraph(graph, plan, partition);
   if (!pg)
     return pg.status();
@@ -197,7 +169,8 @@ std::string constraintNote(const ir::Graph &graph, const Built &built, const Opt
 // Searches one configuration: solve, price exactly, and where the exact
 // memory passes the limit solve again under a limit lowered by the excess.
 Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,
-                     const Setting &setting, double limit, RelayoutCache &cache) {
+                     const Setting &setting, double limit, RelayoutCache &cache,
+                     const RepeatedBlocks &blocks) {
   auto t0 = Clock::now();
   Outcome out;
   Trial &t = out.trial;
@@ -238,6 +211,11 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
     std::fprintf(stderr, "T=%d nodes %zu decisions %d frontier %lld\n", setting.planNgpus,
                  built.problem.nodes.size(), built.decisions, static_cast<long long>(t.states));
   }
+  // Layers alike are solved once: every instance takes the first's options.
+  std::vector<int> rep;
+  if (options.foldRepeats)
+    rep = representatives(graph, built, blocks);
+  t.folded = !rep.empty();
   double dpLimit = limit;
   double least = 0; // the dynamic program's bound: every decision at its smallest
   for (const auto &opts : built.problem.nodes) {
@@ -256,7 +234,13 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
     auto tSolve = Clock::now();
     search::DpLimits limits;
     limits.maxParetoPoints = options.paretoPoints;
-    auto sol = search::solveDp(built.problem, limits);
+    auto sol = rep.empty() ? search::solveDp(built.problem, limits)
+                           : search::solveRepeated(built.problem, rep, limits);
+    if (!sol && t.folded && sol.status().message().find("fixings") != std::string::npos) {
+      t.folded = false; // too many ways into the next layer: solve every layer
+      rep.clear();
+      sol = search::solveDp(built.problem, limits);
+    }
     if (std::getenv("NNSC_AUTODIST_DEBUG"))
       std::fprintf(stderr, "build %.2f s, solve %.2f s, objective %.6g s, memory %.6g\n",
                    std::chrono::duration<double>(tSolve - t0).count(), secondsSince(tSolve),
@@ -271,7 +255,7 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
       break;
     }
     auto tPrice = Clock::now();
-    auto priced = price(graph, *plan, cluster, options);
+    auto priced = price(graph, *plan, cluster, options, cache);
     if (std::getenv("NNSC_AUTODIST_DEBUG"))
       std::fprintf(stderr, "price %.2f s\n", secondsSince(tPrice));
     if (!priced) {
@@ -299,6 +283,7 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
 // A built-in policy's plan priced the same way (the hand plans the search
 // must beat, kept among the candidates).
 Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,
+                  RelayoutCache &cache,
                   const std::string &policy, const Setting &setting,
                   const std::vector<plan::RecomputeSelector> &recompute, double limit) {
   Outcome out;
@@ -333,7 +318,7 @@ Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Op
       return out;
     }
   }
-  auto priced = price(graph, *plan, cluster, options);
+  auto priced = price(graph, *plan, cluster, options, cache);
   if (!priced) {
     t.why = priced.status().message();
     return out;
@@ -426,7 +411,7 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
       if (!groups)
         return groups.status();
       s.recomputeGroup = *groups;
-      Trial first = keep(solveSetting(graph, cluster, options, s, result.memLimit, cache));
+      Trial first = keep(solveSetting(graph, cluster, options, s, result.memLimit, cache, blocks));
       bool fits = first.fits;
       if (!fits && options.recompute == Options::Recompute::Auto && !blocks.paths.empty()) {
         // The fewest recomputed layers that fit: memory falls as layers are
@@ -439,7 +424,7 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
           if (!g)
             return g.status();
           r.recomputeGroup = *g;
-          Trial all = keep(solveSetting(graph, cluster, options, r, result.memLimit, cache));
+          Trial all = keep(solveSetting(graph, cluster, options, r, result.memLimit, cache, blocks));
           if (all.fits) {
             best = hi;
             chosenRecompute = firstInstances(blocks, hi);
@@ -456,7 +441,7 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
             return g.status();
           Setting r = s;
           r.recomputeGroup = *g;
-          Trial tr = keep(solveSetting(graph, cluster, options, r, result.memLimit, cache));
+          Trial tr = keep(solveSetting(graph, cluster, options, r, result.memLimit, cache, blocks));
           if (tr.fits) {
             best = mid;
             chosenRecompute = sel;
@@ -471,7 +456,7 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
       }
       if (T > 1)
         for (const char *policy : {"tp", "data"})
-          keep(seedTrial(graph, cluster, options, policy, s, chosenRecompute, result.memLimit));
+          keep(seedTrial(graph, cluster, options, cache, policy, s, chosenRecompute, result.memLimit));
       if (fits && options.zero < 0)
         break; // ZeRO only where the copy does not fit without it
     }

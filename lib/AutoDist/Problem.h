@@ -2,6 +2,7 @@
 // One configuration of autodist's search as a search::Problem (private to
 // nnsc_autodist): the options of every op, priced, and the re-layout costs
 // between producers and consumers.
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "nnsc/Plan/Constraints.h"
 #include "nnsc/Search/Problem.h"
 #include "nnsc/Transform/RvdCost.h"
+#include "nnsc/Transform/RvdSearch.h"
 
 namespace nnsc::autodist {
 
@@ -44,8 +46,12 @@ public:
                int64_t elementBytes);
   static constexpr double kUnreachable = 1e6;
   int64_t searches() const { return searches_; }
+  /// Whole plans found by the partition pass, kept for the same tensors in
+  /// the next layer and the next configuration.
+  const std::shared_ptr<transform::RvdPlanCache> &plans() const { return plans_; }
 
 private:
+  std::shared_ptr<transform::RvdPlanCache> plans_ = std::make_shared<transform::RvdPlanCache>();
   transform::RvdCostFn cost_;
   std::unordered_map<std::string, double> prices_;
   int64_t searches_ = 0;

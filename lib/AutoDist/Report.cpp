@@ -11,7 +11,8 @@ namespace {
 // "over: needs ..." for memory, "rejected: ..." for anything else.
 std::string verdict(const std::string &why) {
   bool memory = why.rfind("needs", 0) == 0 || why.rfind("the plan found needs", 0) == 0;
-  return (memory ? "over: " : "rejected: ") + why;
+  bool prefixed = why.rfind("error: ", 0) == 0; // a seed policy's own error
+  return (memory ? "over: " : "rejected: ") + why.substr(prefixed ? 7 : 0);
 }
 
 std::string formatSeconds(double s) {

@@ -204,8 +204,41 @@ Expected<std::vector<RvdStep>> localStepsFromReplica(const RvdLayout &consumer,
   return steps;
 }
 
+const RvdPlan *RvdPlanCache::find(const std::string &key) {
+  auto it = plans_.find(key);
+  ++(it == plans_.end() ? misses_ : hits_);
+  return it == plans_.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+std::string cacheKey(const RvdLayout &producer, const RvdLayout &consumer, int64_t elementBytes) {
+  std::string key = producer.strWithDevices() + "|" + consumer.strWithDevices() + "|" +
+                    std::to_string(elementBytes);
+  for (const RvdLayout *l : {&producer, &consumer}) {
+    for (int64_t s : l->shape())
+      key += "," + std::to_string(s);
+    for (int64_t b : l->blocks())
+      key += "b" + std::to_string(b);
+  }
+  return key;
+}
+
+} // namespace
+
 Expected<RvdPlan> searchRvdPlan(const RvdLayout &producer, const RvdLayout &consumer,
                                 const RvdSearchOptions &options) {
+  if (options.cache) {
+    std::string key = cacheKey(producer, consumer, options.elementBytes);
+    if (const RvdPlan *kept = options.cache->find(key))
+      return *kept;
+    RvdSearchOptions uncached = options;
+    uncached.cache = nullptr;
+    auto plan = searchRvdPlan(producer, consumer, uncached);
+    if (plan)
+      options.cache->insert(std::move(key), *plan);
+    return plan;
+  }
   NNSC_RETURN_IF_ERROR(checkEnds(producer, consumer, options));
   RvdCostFn cost = options.cost ? options.cost : defaultRvdCost();
   RvdPlan plan{producer, consumer, {}, 0};

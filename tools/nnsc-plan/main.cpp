@@ -36,6 +36,7 @@ nnsc::plan::PlanCheck partitionCheck(const std::optional<nnsc::cost::Cluster> &c
   return [&cluster, memory](const nnsc::proto::Plan &plan,
                             const nnsc::ir::Graph &graph) -> nnsc::Expected<std::string> {
     nnsc::transform::PartitionOptions partition;
+    partition.search.cache = std::make_shared<nnsc::transform::RvdPlanCache>(); // layers alike
     if (cluster && cluster->comm) // price re-layouts from the comm table
       partition.search.cost = nnsc::transform::tableRvdCost(*cluster);
     auto pg = nnsc::transform::partitionGraph(graph, plan, partition);
@@ -103,7 +104,7 @@ static int toolMain(int argc, char **argv) {
   std::string input, graphOverride;
   nnsc::plan::PlanOutputs outputs;
   std::string zeroText, planNgpusText, recomputeText, memLimitText, constraintsPath;
-  bool print = false;
+  bool print = false, eachLayer = false;
   uint64_t seed = 0;
   app.add_option("input", input, "graph.pb to plan, or plan.pb to print with --print")->required();
   auto *policy = app.add_option("--policy", opts.policy,
@@ -133,6 +134,9 @@ static int toolMain(int argc, char **argv) {
   app.add_option("--mem-limit", memLimitText,
                  "autodist: bytes per device a plan may use (60GiB; default 80% of the device's "
                  "memory)");
+  app.add_flag("--solve-each-layer", eachLayer,
+               "autodist: search every layer on its own (layers may differ; slower) instead of "
+               "solving the repeated blocks once");
   app.add_option("--constraints", constraintsPath,
                  "autodist: a constraints file (YAML; docs/autodist.md): the splits each op may "
                  "take");
@@ -215,6 +219,7 @@ static int toolMain(int argc, char **argv) {
     ad.zero = opts.zero;
     ad.memory = printOptions.memory;
     ad.graphPath = input;
+    ad.foldRepeats = !eachLayer;
     if (!constraintsPath.empty()) {
       auto constraints = nnsc::plan::readConstraints(constraintsPath);
       if (!constraints) {

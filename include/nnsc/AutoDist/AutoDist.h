@@ -56,6 +56,11 @@ struct Options {
   /// memory. The memory limit stays exact: every plan found is priced whole
   /// and searched again under a lower limit where it does not fit.
   int64_t paretoPoints = 64;
+  /// Solve the repeated blocks (transformer layers) once, every instance
+  /// taking the first's options (Search/Repeated.h): the search time does
+  /// not grow with depth. false: every op of every layer on its own (layers
+  /// may differ; slower).
+  bool foldRepeats = true;
   /// A constraints file (Plan/Constraints.h): the options each op may take;
   /// the seed policies' plans must obey it too.
   std::optional<plan::Constraints> constraints;
@@ -80,6 +85,7 @@ struct Trial {
   /// Where a constraints file costs this configuration memory: the op it
   /// keeps furthest above its smallest option.
   std::string constraintNote;
+  bool folded = false; ///< the repeated blocks were solved once
 };
 
 struct Result {

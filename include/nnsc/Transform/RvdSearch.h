@@ -17,7 +17,9 @@
 /// first found; moves are tried in a fixed order, so plans are deterministic.
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "nnsc/Support/Status.h"
@@ -27,6 +29,8 @@
 
 namespace nnsc::transform {
 
+class RvdPlanCache;
+
 struct RvdSearchOptions {
   /// Bytes of one tensor element (4 for float32).
   int64_t elementBytes = 4;
@@ -34,6 +38,8 @@ struct RvdSearchOptions {
   RvdCostFn cost;
   /// The search fails rather than visit more placements than this.
   int64_t maxStates = 200000;
+  /// Where given, plans found are kept and found again (failures are not).
+  std::shared_ptr<RvdPlanCache> cache;
 };
 
 /// Steps that turn `producer` into (a layout equivalent to) `consumer`.
@@ -43,6 +49,22 @@ struct RvdPlan {
   std::vector<RvdStep> steps;
   /// Sum of the steps' costs.
   double cost = 0;
+};
+
+/// Found plans by (producer, consumer, element bytes), for callers that
+/// search the same pairs again and again (a model's layers): one cache per
+/// cost function and search limits. Not thread-safe.
+class RvdPlanCache {
+public:
+  /// The plan kept under `key`, or nullptr; counts hits and misses.
+  const RvdPlan *find(const std::string &key);
+  void insert(std::string key, RvdPlan plan) { plans_.emplace(std::move(key), std::move(plan)); }
+  int64_t misses() const { return misses_; }
+  int64_t hits() const { return hits_; }
+
+private:
+  std::unordered_map<std::string, RvdPlan> plans_;
+  int64_t misses_ = 0, hits_ = 0;
 };
 
 /// Finds the cheapest plan; an empty one when the layouts are equivalent.
