@@ -5,7 +5,9 @@
 1. Search time, the depth series: Llama-3-8B shapes at 8K tokens (meta export, explicit
    attention) with 8, 32 and 80 layers on 8 H100s (configs/clusters/h100-sxm.yaml), one copy of 8
    devices with every layer recomputed (one configuration), then everything automatic (devices per
-   copy, ZeRO, recompute). Prints each wall time and the 80-layer / 8-layer ratio.
+   copy, ZeRO, recompute), with the repeated layers solved once (the default) and, as the
+   baseline of the same invocation, with every layer searched on its own (--solve-each-layer).
+   Prints each wall time, the search time autodist reports, and the 80-layer / 8-layer ratios.
 2. Quality, the same cost model both sides: autodist's predicted time per sample against every
    Megatron configuration (examples/llama/megatron.yaml at tp 1, 2, 4, 8, dp = 8 / tp, ZeRO 0/1,
    recompute none/all) that fits the same limit, for the 8-layer and 32-layer models.
@@ -39,10 +41,11 @@ def autodist(b, graph, extra):
               "--cluster", CLUSTER, "-o", f"{os.path.dirname(graph)}/autodist.pb"] + extra)
     except SystemExit as e:
         err = next((l for l in str(e).splitlines() if l.startswith("error:")), str(e))
-        return time.monotonic() - t0, err, ""
+        return time.monotonic() - t0, err, "", float("nan")
     wall = time.monotonic() - t0
     chosen = next(l for l in out.splitlines() if l.startswith("*"))
-    return wall, chosen, out
+    searched = float(re.search(r"configurations in ([0-9.]+) s", out).group(1))
+    return wall, chosen, out, searched
 
 
 def seconds(text):
@@ -71,26 +74,36 @@ def main():
     args = ap.parse_args()
     graphs = {n: export(args.bin, f"{args.work}/llama8b-{n}l", n) for n in (8, 32, 80)}
 
-    print("== search time (Llama-3-8B shapes, 8K tokens, 8 x H100; this 2-core VM)")
-    print(f"{'layers':>6}  {'one config (tp 8, recompute all)':>34}  {'everything automatic':>22}")
+    print("== search time (Llama-3-8B shapes, 8K tokens, 8 x H100; this 2-core VM): wall (search)")
+    print(f"{'layers':>6}  {'one config (tp 8, recompute all)':>34}  {'automatic':>18}  "
+          f"{'automatic, each layer':>22}")
     times = {}
     for n, g in graphs.items():
-        one, _, _ = autodist(args.bin, g, ["--plan-ngpus", "8", "--recompute", "TransformerBlock"])
-        full, chosen, _ = autodist(args.bin, g, [])
-        times[n] = (one, full)
+        one, _, _, one_s = autodist(args.bin, g, ["--plan-ngpus", "8", "--recompute",
+                                                  "TransformerBlock"])
+        full, chosen, _, full_s = autodist(args.bin, g, [])
+        each, _, _, each_s = autodist(args.bin, g, ["--solve-each-layer"])
+        times[n] = (one, full, one_s)
         what = ' '.join(chosen.split()[1:7]) if chosen.startswith('*') else chosen[:110]
-        print(f"{n:>6}  {one:>32.2f} s  {full:>20.2f} s   chosen: {what}")
-    print(f"80 / 8 layers: {times[80][0] / times[8][0]:.2f}x (one config), "
-          f"{times[80][1] / times[8][1]:.2f}x (automatic)")
+        print(f"{n:>6}  {one:>22.2f} s ({one_s:5.2f} s)  {full:>8.2f} s ({full_s:5.2f} s)  "
+              f"{each:>12.2f} s ({each_s:5.2f} s)   chosen: {what}")
+    print(f"80 / 8 layers: {times[80][0] / times[8][0]:.2f}x wall, "
+          f"{times[80][2] / times[8][2]:.2f}x search (one config); "
+          f"{times[80][1] / times[8][1]:.2f}x wall (automatic)")
 
     print("\n== quality: predicted seconds per sample (step / copies), same cost model")
     limit = 0.8 * 80e9  # 80 % of the H100 spec's memory_bytes (74.5 GiB): 59.6 GiB
     for n in (8, 32):
         g = graphs[n]
-        _, chosen, out = autodist(args.bin, g, [])
+        _, chosen, out, _ = autodist(args.bin, g, [])
         cols = chosen.split()
         per = seconds(f"{cols[11]} {cols[12]}")
         print(f"-- {n} layers: autodist {chosen[1:].strip()}")
+        _, each, _, _ = autodist(args.bin, g, ["--solve-each-layer"])
+        ecols = each.split()
+        per_each = seconds(f"{ecols[11]} {ecols[12]}")
+        print(f"   autodist --solve-each-layer: {per_each * 1e3:.2f} ms/sample; layers solved once "
+              f"/ each layer = {per / per_each:.3f}")
         best = None
         for tp in (1, 2, 4, 8):
             for zero in (0, 1):
