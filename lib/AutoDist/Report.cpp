@@ -56,6 +56,9 @@ void printReport(const Result &result, const ir::Graph &graph, const cost::Clust
                     formatSeconds(c.stepSeconds), plan::formatBytes(c.memoryBytes));
   for (const std::string &note : result.notes)
     os << "  because " << note << '\n';
+  if (c.folded)
+    os << "  repeated layers solved once: every instance cut alike (--solve-each-layer searches "
+          "each)\n";
   // How each op kind is split in the chosen plan.
   std::map<std::string, std::map<std::string, int>> byOp;
   for (const proto::NodePlan &np : result.plan.nodes()) {

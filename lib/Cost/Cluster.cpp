@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "YamlReader.h"
+#include "nnsc/Cost/YamlReader.h"
 #include "nnsc/Support/File.h"
 
 namespace nnsc::cost {

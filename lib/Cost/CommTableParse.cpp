@@ -1,7 +1,7 @@
 // Reading comm tables (CommTable.h, docs/cost-model.md).
 #include <fmt/format.h>
 
-#include "YamlReader.h"
+#include "nnsc/Cost/YamlReader.h"
 #include "nnsc/Cost/CommTable.h"
 #include "nnsc/Support/File.h"
 

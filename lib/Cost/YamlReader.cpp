@@ -1,4 +1,4 @@
-#include "YamlReader.h"
+#include "nnsc/Cost/YamlReader.h"
 
 #include <cmath>
 
@@ -13,22 +13,24 @@ std::string joinKeys(const std::set<std::string> &keys) {
   return out;
 }
 
-Expected<YAML::Node> YamlReader::root() const {
-  YAML::Node root;
+Expected<YAML::Node> YamlReader::parse() const {
   try {
-    root = YAML::Load(text_);
+    return YAML::Load(text_);
   } catch (const YAML::Exception &e) {
     SourcePos pos{path_, e.mark.line + 1, e.mark.column + 1};
     return Status::error(formatErrorWithSnippet(pos, e.msg, text_));
   }
-  if (!root.IsMap())
+}
+
+Expected<YAML::Node> YamlReader::root() const {
+  auto root = parse();
+  if (root && !root->IsMap())
     return errorAtTop("expected a map at the top of the file");
   return root;
 }
 
 Status YamlReader::errorAt(const YAML::Node &n, const std::string &msg) const {
-  SourcePos pos{path_, n.Mark().line + 1, n.Mark().column + 1};
-  return Status::error(formatErrorWithSnippet(pos, msg, text_));
+  return Status::error(formatErrorWithSnippet(posOf(n), msg, text_));
 }
 
 Status YamlReader::errorAtTop(const std::string &msg) const {

@@ -29,15 +29,15 @@ private:
 };
 
 Expected<Constraints> ConstraintsReader::read() {
-  auto root = load();
+  auto root = parse();
   if (!root)
     return root.status();
   if (!root->IsMap())
-    return errorAtStart("expected a map with the key 'constraints'");
+    return errorAtTop("expected a map with the key 'constraints'");
   NNSC_RETURN_IF_ERROR(checkKeys(*root, {"constraints"}, "the constraints file"));
   const YAML::Node list = (*root)["constraints"];
   if (!list)
-    return errorAtStart("the constraints file has no 'constraints'");
+    return errorAtTop("the constraints file has no 'constraints'");
   if (!list.IsSequence())
     return errorAt(list, "'constraints' must be a list of rules");
   for (const YAML::Node &r : list)

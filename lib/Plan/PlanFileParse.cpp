@@ -35,11 +35,11 @@ private:
 };
 
 Expected<PlanFile> PlanFileReader::read() {
-  auto root = load();
+  auto root = parse();
   if (!root)
     return root.status();
   if (!root->IsMap())
-    return errorAtStart("expected a map with keys 'plan_ngpus', 'default', 'rules'");
+    return errorAtTop("expected a map with keys 'plan_ngpus', 'default', 'rules'");
   NNSC_RETURN_IF_ERROR(readTop(*root));
   return file_;
 }
@@ -72,7 +72,7 @@ Status PlanFileReader::readTop(const YAML::Node &root) {
     NNSC_RETURN_IF_ERROR(readDefault(n));
   const YAML::Node rules = root["rules"];
   if (!rules)
-    return Status::error(formatError({file_.path, 1, 1}, "the plan file has no 'rules'"));
+    return errorAtTop("the plan file has no 'rules'");
   if (!rules.IsSequence())
     return errorAt(rules, "'rules' must be a list of rules");
   for (const YAML::Node &r : rules)

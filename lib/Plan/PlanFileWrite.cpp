@@ -43,7 +43,7 @@ std::string generalise(const std::string &path) {
       part += path[i];
       continue;
     }
-    out += (out.empty() && i == part.size() ? "" : ".") + (isNumber(part) ? "*" : part);
+    out += (i > part.size() ? "." : "") + (isNumber(part) ? std::string("*") : part);
     part.clear();
   }
   return out;

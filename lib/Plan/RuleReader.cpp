@@ -5,48 +5,6 @@
 
 namespace nnsc::plan {
 
-namespace {
-
-std::string joinKeys(const std::set<std::string> &keys) {
-  std::string out;
-  for (const std::string &k : keys)
-    out += (out.empty() ? "" : ", ") + k;
-  return out;
-}
-
-} // namespace
-
-Expected<YAML::Node> RuleReader::load() const {
-  try {
-    return YAML::Load(text_);
-  } catch (const YAML::Exception &e) {
-    SourcePos pos{path_, e.mark.line + 1, e.mark.column + 1};
-    return Status::error(formatErrorWithSnippet(pos, e.msg, text_));
-  }
-}
-
-Status RuleReader::errorAt(const YAML::Node &n, const std::string &msg) const {
-  return Status::error(formatErrorWithSnippet(posOf(n), msg, text_));
-}
-
-Status RuleReader::errorAtStart(const std::string &msg) const {
-  return Status::error(formatError({path_, 1, 1}, msg));
-}
-
-Status RuleReader::checkKeys(const YAML::Node &map, const std::set<std::string> &allowed,
-                                 const char *what) const {
-  std::set<std::string> seen;
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    std::string key = it->first.Scalar();
-    if (!allowed.count(key))
-      return errorAt(it->first, fmt::format("unknown key '{}' in {}; expected one of: {}", key,
-                                            what, joinKeys(allowed)));
-    if (!seen.insert(key).second)
-      return errorAt(it->first, fmt::format("duplicate key '{}' in {}", key, what));
-  }
-  return Status::ok();
-}
-
 Expected<int64_t> RuleReader::readInt(const YAML::Node &n, const char *what,
                                           int64_t min) const {
   int64_t v = 0;

@@ -257,3 +257,25 @@ TEST_CASE("rvd differentiable pairs for codegen", "[rvd]") {
   RvdStep identity;
   CHECK(differentiableOp(identity).op == "identity_all_reduce");
 }
+
+TEST_CASE("a plan cache returns the plan searched before, keyed by layouts and devices",
+          "[rvd][search][cache]") {
+  RvdSearchOptions o = unitCost();
+  o.cache = std::make_shared<RvdPlanCache>();
+  RvdPlan first = plan(layout("R1V2D1", {8}), layout("R2V1D1", {8}), o);
+  RvdPlan again = plan(layout("R1V2D1", {8}), layout("R2V1D1", {8}), o);
+  CHECK(o.cache->misses() == 1);
+  CHECK(o.cache->hits() == 1);
+  CHECK(formatRvdPlan(again) == formatRvdPlan(first));
+  // Other devices, another element size: searched afresh, and each plan names its own.
+  RvdPlan moved = plan(layout("R1V2D1", {8}, {2, 3}), layout("R2V1D1", {8}, {2, 3}), o);
+  CHECK(formatRvdPlan(moved) != formatRvdPlan(first));
+  o.elementBytes = 4;
+  RvdPlan wider = plan(layout("R1V2D1", {8}), layout("R2V1D1", {8}), o);
+  CHECK(wider.cost > first.cost);
+  CHECK(o.cache->misses() == 3);
+  // A failed search is not kept.
+  auto bad = searchRvdPlan(layout("R1V1D2", {8}), layout("R1V1D2", {4}), o);
+  CHECK_FALSE(bad.isOk());
+  CHECK(o.cache->misses() == 4);
+}

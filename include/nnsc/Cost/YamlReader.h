@@ -1,6 +1,7 @@
 #pragma once
-// Shared checks for the cost model's YAML files: located errors, known keys,
-// positive numbers. yaml-cpp exceptions stop here.
+/// Shared checks for YAML input files (the cost model's, plan files,
+/// autodist constraints): located errors, known keys, positive numbers.
+/// yaml-cpp exceptions stop here.
 
 #include <set>
 #include <string>
@@ -18,6 +19,12 @@ public:
 
   /// Parses the text; the root must be a map.
   Expected<YAML::Node> root() const;
+  /// Parses the text, whatever its root (a syntax error at its position).
+  Expected<YAML::Node> parse() const;
+  /// The position of `n` in the file (1-based).
+  SourcePos posOf(const YAML::Node &n) const {
+    return {path_, n.Mark().line + 1, n.Mark().column + 1};
+  }
 
   const std::string &path() const { return path_; }
   Status errorAt(const YAML::Node &n, const std::string &msg) const;
