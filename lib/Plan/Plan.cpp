@@ -39,6 +39,12 @@ Status checkOptions(const PlanOptions &options) {
     return errorf("error: unsupported --zero {}; expected 0 (off) or 1 (optimizer states sharded "
                   "over the data-parallel copies)",
                   options.zero);
+  NNSC_RETURN_IF_ERROR(checkPipelineOptions(options.pipeline));
+  if (options.policy == "pp" && options.pipeline.stages < 2)
+    return errorf("error: policy 'pp' needs --pipeline-stages S (2 or more)");
+  if (options.pipeline.stages > 1 && options.policy == "autodist")
+    return errorf("error: --pipeline-stages with policy 'autodist' is not supported yet; "
+                  "use --policy pp, tp or hybrid with --pipeline-stages");
   if (options.microBatches <= 0 || options.microBatches > kMaxMicroBatches)
     return errorf("error: impossible --micro-batches {}; expected 1 to {}", options.microBatches,
                   kMaxMicroBatches);
@@ -58,9 +64,45 @@ uint64_t graphFingerprint(const ir::Graph &graph) {
   return h;
 }
 
+namespace {
+
+// The policy over one stage's devices (plan_ngpus / S of them, runtime_ngpus
+// / S ranks), then cut into stages.
+Expected<proto::Plan> makePipelined(const ir::Graph &graph, const PlanOptions &options) {
+  const int S = options.pipeline.stages;
+  int total = options.policy == "pp" ? (options.planNgpus > 0 ? options.planNgpus : S)
+                                     : planDevices(options);
+  if (total % S != 0 || options.runtimeNgpus % total != 0)
+    return errorf("error: {} devices per model copy do not split into --pipeline-stages {} "
+                  "(runtime {} devices); the plan devices must be a multiple of the stages and "
+                  "divide the runtime devices",
+                  total, S, options.runtimeNgpus);
+  PlanOptions base = options;
+  base.policy = options.policy == "pp" ? "dp" : options.policy;
+  base.planNgpus = total / S;
+  base.runtimeNgpus = options.runtimeNgpus / S;
+  if (base.policy == "dp" && base.planNgpus != 1)
+    return errorf("error: policy '{}' runs each stage on one device; --plan-ngpus must equal "
+                  "--pipeline-stages {} (got {})",
+                  options.policy, S, total);
+  auto plan = findPolicy(base.policy)->make(graph, base);
+  if (!plan)
+    return plan.status();
+  NNSC_RETURN_IF_ERROR(applyPipeline(graph, options.pipeline, *plan));
+  plan->set_policy(options.policy);
+  if (options.pipeline.schedule == "interleaved" && options.microBatches % S != 0)
+    return errorf("error: the interleaved schedule needs --micro-batches divisible by "
+                  "--pipeline-stages {} (got {})",
+                  S, options.microBatches);
+  return plan;
+}
+
+} // namespace
+
 Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &options) {
   NNSC_RETURN_IF_ERROR(checkOptions(options));
-  auto plan = findPolicy(options.policy)->make(graph, options);
+  auto plan = options.pipeline.stages > 1 ? makePipelined(graph, options)
+                                          : findPolicy(options.policy)->make(graph, options);
   if (!plan)
     return plan.status();
   plan->set_format_version(kPlanFormatVersion);

@@ -22,6 +22,10 @@ const std::vector<Policy> &policies() {
   static const std::vector<Policy> all = {
       {"dp", "data parallel: every rank runs the whole model on its own micro-batches",
        makeDataParallel},
+      {"pp",
+       "pipeline parallel: --pipeline-stages S stages cut at layers by cost, one device each "
+       "(--schedule 1f1b|gpipe|interleaved)",
+       makeDataParallel},
       {"tp",
        "tensor parallel: every op split along its first identifier that divides by the "
        "plan's devices (--seed: a random one)",

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "nnsc/Plan/NodeSplit.h"
+#include "nnsc/Plan/Pipeline.h"
 #include "nnsc/Plan/Plan.h"
 
 namespace nnsc::plan {
@@ -111,6 +112,8 @@ Status validatePlan(const proto::Plan &plan, const ir::Graph &graph) {
                     np.node());
     NNSC_RETURN_IF_ERROR(checkNode(plan, graph, np, stageIds));
   }
+  if (plan.stages_size() > 1)
+    NNSC_RETURN_IF_ERROR(checkPipelineStages(plan, graph));
   return checkInputs(plan, graph);
 }
 

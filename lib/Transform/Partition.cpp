@@ -2,7 +2,9 @@
 // reducers and the loss are in PartitionState.cpp.
 #include "nnsc/Transform/Partition.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <optional>
 #include <tuple>
 
@@ -37,15 +39,22 @@ public:
   Expected<PartitionedGraph> run();
 
 private:
+  void readStages();
   Status resolveNodes();
   Status placeTensors();
+  Expected<RvdLayout> unionOverStages(int64_t t, const RvdLayout &home);
+  RvdLayout moved(const RvdLayout &layout, int from, int to) const;
+  Expected<RvdLayout> viewIn(int64_t t, int stage) const;
+  void noteTransfer(int64_t t, int stage);
+  void countStageCopies();
   Expected<RvdLayout> inputLayout(const ir::Tensor &t) const;
   void markGradients();
   void classifyParamReads();
   bool consumerPartial(const ir::Node &node, size_t input) const;
   Status buildParts();
   Expected<int> adapterFor(const ir::Node &node, size_t input);
-  Expected<int> findOrBuildAdapter(int64_t t, const RvdLayout &consumer, const EdgeGrad &grad);
+  Expected<int> findOrBuildAdapter(int64_t t, const RvdLayout &producer, const RvdLayout &consumer,
+                                   const EdgeGrad &grad, int stage);
   Status checkKernelWrites(const ir::Node &node, const std::vector<int> &adapters) const;
   Status buildStateWrites();
   std::string edgeContext(const ir::Node &node, size_t input) const;
@@ -58,11 +67,20 @@ private:
   std::vector<NodeLayouts> layouts_;
   std::vector<bool> needsGrad_;
   std::vector<bool> keepPartial_; // per tensor: a parameter whose reads all leave partial grads
-  std::map<std::tuple<int64_t, std::string, bool>, int> adapterIndex_;
+  std::map<std::tuple<int64_t, std::string, bool, int>, int> adapterIndex_;
+  // Pipeline stages (Partition.h): per stage its physical stage (stages on
+  // the same devices share one), per tensor the stage whose layout it was
+  // placed in (-1: a graph input, fed in every stage) and that layout.
+  bool pipelined_ = false;
+  std::vector<int> physical_;
+  std::vector<int> homeStage_;
+  std::vector<RvdLayout> homeLayout_;
+  std::map<std::pair<int64_t, int>, size_t> transferIndex_;
 };
 
 Expected<PartitionedGraph> Partitioner::run() {
   pg_.numDevices = plan_.plan_ngpus();
+  readStages();
   NNSC_RETURN_IF_ERROR(resolveNodes());
   NNSC_RETURN_IF_ERROR(placeTensors());
   markGradients();
@@ -70,8 +88,128 @@ Expected<PartitionedGraph> Partitioner::run() {
   NNSC_RETURN_IF_ERROR(buildParts());
   NNSC_RETURN_IF_ERROR(buildStateWrites());
   pg_.reducers = gradReducers(graph_, pg_, keepPartial_);
+  countStageCopies();
   pg_.loss = lossInfo(graph_, pg_, splits_);
   return std::move(pg_);
+}
+
+void Partitioner::readStages() {
+  std::map<int, std::vector<int>> byId;
+  for (const proto::Stage &st : plan_.stages())
+    byId[st.id()] = {st.devices().begin(), st.devices().end()};
+  pipelined_ = byId.size() > 1;
+  if (!pipelined_) {
+    std::vector<int> all;
+    for (int d = 0; d < plan_.plan_ngpus(); ++d)
+      all.push_back(d);
+    pg_.stageDevices = {all};
+    physical_ = {0};
+    pg_.stageOfNode.assign(graph_.nodes().size(), 0);
+    return;
+  }
+  std::vector<std::vector<int>> sets;
+  for (const auto &[id, devices] : byId) { // validatePlan: ids 0..n-1
+    pg_.stageDevices.push_back(devices);
+    std::vector<int> set = devices;
+    std::sort(set.begin(), set.end());
+    auto it = std::find(sets.begin(), sets.end(), set);
+    physical_.push_back(static_cast<int>(it - sets.begin()));
+    if (it == sets.end())
+      sets.push_back(set);
+  }
+  for (const proto::NodePlan &np : plan_.nodes())
+    pg_.stageOfNode.push_back(np.stage());
+}
+
+// `layout` (over stage `from`'s devices) on stage `to`'s devices, position
+// for position.
+RvdLayout Partitioner::moved(const RvdLayout &layout, int from, int to) const {
+  const std::vector<int> &a = pg_.stageDevices[static_cast<size_t>(from)];
+  const std::vector<int> &b = pg_.stageDevices[static_cast<size_t>(to)];
+  std::vector<int> devices;
+  for (int d : layout.devices())
+    devices.push_back(b[static_cast<size_t>(std::find(a.begin(), a.end(), d) - a.begin())]);
+  auto out = RvdLayout::fromCounts(layout.shape(), layout.counts(), devices);
+  return out->withBlocks(layout.blocks()).take(); // same counts and blocks: valid
+}
+
+// How a reader in `stage` finds `t` before its adapter.
+Expected<RvdLayout> Partitioner::viewIn(int64_t t, int stage) const {
+  if (!pipelined_)
+    return pg_.tensors[static_cast<size_t>(t)].layout;
+  const ir::Tensor &tensor = graph_.tensor(t);
+  if (tensor.kind == ir::TensorKind::Input) {
+    const std::vector<int> &devices = pg_.stageDevices[static_cast<size_t>(stage)];
+    for (const proto::InputPlan &in : plan_.inputs())
+      if (in.tensor() == t && in.num() > 1)
+        return splitLayout(tensor.shape, in.dim(),
+                           {devices.begin(), devices.begin() + std::min<size_t>(
+                                                                   devices.size(), in.num())});
+    return replicatedLayout(tensor.shape, devices);
+  }
+  int home = homeStage_[static_cast<size_t>(t)];
+  const RvdLayout &layout = homeLayout_[static_cast<size_t>(t)];
+  if (home < 0 || physical_[static_cast<size_t>(home)] == physical_[static_cast<size_t>(stage)])
+    return layout;
+  return moved(layout, home, stage);
+}
+
+// One placement for state read in several physical stages: the home layout
+// replicated once per stage (R outermost, so replica k sits on the k-th
+// stage's devices in the home layout's positions).
+Expected<RvdLayout> Partitioner::unionOverStages(int64_t t, const RvdLayout &home) {
+  int homeStage = homeStage_[static_cast<size_t>(t)];
+  std::vector<int> stages{homeStage};
+  for (const ir::Node &node : graph_.nodes()) {
+    int st = pg_.stageOfNode[static_cast<size_t>(node.id)];
+    bool reads = std::find(node.inputs.begin(), node.inputs.end(), t) != node.inputs.end();
+    bool seen = std::any_of(stages.begin(), stages.end(), [&](int o) {
+      return physical_[static_cast<size_t>(o)] == physical_[static_cast<size_t>(st)];
+    });
+    if (reads && !seen)
+      stages.push_back(st);
+  }
+  if (stages.size() == 1)
+    return home;
+  std::vector<int> devices;
+  for (int st : stages) {
+    RvdLayout copy = moved(home, homeStage, st);
+    devices.insert(devices.end(), copy.devices().begin(), copy.devices().end());
+  }
+  std::vector<int64_t> counts = home.counts();
+  counts[kAxisR] *= static_cast<int64_t>(stages.size());
+  auto layout = RvdLayout::fromCounts(home.shape(), counts, devices);
+  if (!layout)
+    return layout.status();
+  return layout->withBlocks(home.blocks());
+}
+
+void Partitioner::noteTransfer(int64_t t, int stage) {
+  int home = homeStage_[static_cast<size_t>(t)];
+  if (!pipelined_ || home < 0 || home == stage ||
+      graph_.tensor(t).kind != ir::TensorKind::Activation ||
+      transferIndex_.count({t, stage}))
+    return;
+  transferIndex_[{t, stage}] = pg_.transfers.size();
+  const RvdLayout &source = homeLayout_[static_cast<size_t>(t)];
+  pg_.transfers.push_back({t, home, stage, source, *viewIn(t, stage),
+                           bool(needsGrad_[static_cast<size_t>(t)])});
+}
+
+// A shard held in several physical stages sums its copies' gradients.
+void Partitioner::countStageCopies() {
+  if (!pipelined_)
+    return;
+  std::map<int, int> physicalOfDevice;
+  for (size_t st = 0; st < pg_.stageDevices.size(); ++st)
+    for (int d : pg_.stageDevices[st])
+      physicalOfDevice[d] = physical_[st];
+  for (GradReducer &r : pg_.reducers) {
+    std::set<int> stages;
+    for (int d : r.devices)
+      stages.insert(physicalOfDevice[d]);
+    r.stageCopies = static_cast<int>(stages.size());
+  }
 }
 
 Status Partitioner::resolveNodes() {
@@ -95,10 +233,21 @@ Status Partitioner::resolveNodes() {
 Expected<RvdLayout> Partitioner::inputLayout(const ir::Tensor &t) const {
   for (const proto::InputPlan &in : plan_.inputs())
     if (in.tensor() == t.id && in.num() > 1) {
+      // Part i on device i of every physical stage (R outermost: stage k's
+      // copy is replica k).
       std::vector<int> devices;
-      for (int d = 0; d < in.num(); ++d)
-        devices.push_back(d);
-      return splitLayout(t.shape, in.dim(), devices);
+      int stages = 0;
+      for (size_t st = 0; st < pg_.stageDevices.size(); ++st) {
+        if (physical_[st] != stages)
+          continue;
+        ++stages;
+        for (int d = 0; d < in.num(); ++d)
+          devices.push_back(pg_.stageDevices[st][static_cast<size_t>(d)]);
+      }
+      std::vector<int64_t> counts(t.shape.size() + 2, 1);
+      counts[kAxisR] = stages;
+      counts[static_cast<size_t>(axisOfDim(in.dim()))] = in.num();
+      return RvdLayout::fromCounts(t.shape, counts, devices);
     }
   std::vector<int> all;
   for (int d = 0; d < plan_.plan_ngpus(); ++d)
@@ -113,16 +262,23 @@ Expected<RvdLayout> Partitioner::inputLayout(const ir::Tensor &t) const {
 // that the kernel writes the stored piece itself.
 Status Partitioner::placeTensors() {
   std::vector<std::optional<RvdLayout>> layout(graph_.tensors().size());
+  homeStage_.assign(graph_.tensors().size(), -1);
+  auto stageOf = [&](const ir::Node &node) { return pg_.stageOfNode[static_cast<size_t>(node.id)]; };
   for (const ir::Node &node : graph_.nodes())
     for (int i : ops::kernelWrittenInputs(node)) {
-      auto &slot = layout[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])];
-      if (!slot)
+      int64_t t = node.inputs[static_cast<size_t>(i)];
+      auto &slot = layout[static_cast<size_t>(t)];
+      if (!slot) {
         slot = layouts_[static_cast<size_t>(node.id)].inputs[static_cast<size_t>(i)];
+        homeStage_[static_cast<size_t>(t)] = stageOf(node);
+      }
     }
   for (const ir::Node &node : graph_.nodes()) {
     const NodeLayouts &l = layouts_[static_cast<size_t>(node.id)];
-    for (size_t o = 0; o < node.outputs.size(); ++o)
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
       layout[static_cast<size_t>(node.outputs[o])] = l.outputs[o];
+      homeStage_[static_cast<size_t>(node.outputs[o])] = stageOf(node);
+    }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       auto &slot = layout[static_cast<size_t>(node.inputs[i])];
       if (slot || !isState(graph_.tensor(node.inputs[i])))
@@ -131,6 +287,7 @@ Status Partitioner::placeTensors() {
       if (!stored)
         return stored.status().withContext(plan::describeNode(node));
       slot = stored.take();
+      homeStage_[static_cast<size_t>(node.inputs[i])] = stageOf(node);
     }
   }
   for (const ir::Tensor &t : graph_.tensors()) {
@@ -140,6 +297,15 @@ Status Partitioner::placeTensors() {
       if (!l)
         return l.status().withContext(fmt::format("tensor %{} '{}'", t.id, t.name));
       slot = l.take();
+      if (t.kind != ir::TensorKind::Input)
+        homeStage_[static_cast<size_t>(t.id)] = 0;
+    }
+    homeLayout_.push_back(*slot);
+    if (pipelined_ && isState(t)) {
+      auto all = unionOverStages(t.id, *slot);
+      if (!all)
+        return all.status().withContext(fmt::format("tensor %{} '{}'", t.id, t.name));
+      slot = all.take();
     }
     TensorPlacement p{t.id, *slot, {}};
     for (int i = 0; i < slot->numDevices(); ++i)
@@ -181,8 +347,8 @@ void Partitioner::classifyParamReads() {
       const ir::Tensor &t = graph_.tensor(node.inputs[i]);
       if (!isTrainable(t))
         continue;
-      const RvdLayout &stored = pg_.tensors[static_cast<size_t>(t.id)].layout;
-      bool direct = stored.equivalent(layouts_[static_cast<size_t>(node.id)].inputs[i]);
+      auto stored = viewIn(t.id, pg_.stageOfNode[static_cast<size_t>(node.id)]);
+      bool direct = stored && stored->equivalent(layouts_[static_cast<size_t>(node.id)].inputs[i]);
       ++(direct && consumerPartial(node, i) ? partial : whole)[static_cast<size_t>(t.id)];
     }
   keepPartial_.assign(graph_.tensors().size(), false);
@@ -225,16 +391,20 @@ std::string Partitioner::edgeContext(const ir::Node &node, size_t input) const {
 // of the same tensor that want the same layout; -1 when none is needed.
 Expected<int> Partitioner::adapterFor(const ir::Node &node, size_t input) {
   int64_t t = node.inputs[input];
-  const RvdLayout &producer = pg_.tensors[static_cast<size_t>(t)].layout;
+  int stage = pg_.stageOfNode[static_cast<size_t>(node.id)];
+  auto producer = viewIn(t, stage);
+  if (!producer)
+    return producer.status().withContext(edgeContext(node, input));
   const RvdLayout &consumer = layouts_[static_cast<size_t>(node.id)].inputs[input];
-  if (producer.deviceSet() != consumer.deviceSet())
-    return errorf("{}: it lives on devices [{}] but the reader runs on [{}]; moving tensors "
-                  "between device sets (pipeline stages) is not supported yet",
-                  edgeContext(node, input), fmt::join(producer.deviceSet(), ", "),
+  if (producer->deviceSet() != consumer.deviceSet())
+    return errorf("{}: it lives on devices [{}] but the reader runs on [{}]; within a pipeline "
+                  "stage a tensor moves only between layouts over the same devices",
+                  edgeContext(node, input), fmt::join(producer->deviceSet(), ", "),
                   fmt::join(consumer.deviceSet(), ", "));
+  noteTransfer(t, stage);
   EdgeGrad grad{needsGrad_[static_cast<size_t>(t)], consumerPartial(node, input),
                 keepPartial_[static_cast<size_t>(t)]};
-  auto index = findOrBuildAdapter(t, consumer, grad);
+  auto index = findOrBuildAdapter(t, *producer, consumer, grad, stage);
   if (!index)
     return index.status().withContext(edgeContext(node, input));
   if (*index >= 0)
@@ -245,10 +415,12 @@ Expected<int> Partitioner::adapterFor(const ir::Node &node, size_t input) {
 // The adapter turning `t` from its placement into `consumer`: one built
 // earlier for the same layout and gradient kind, or a new one; -1 when
 // nothing needs to run. Readers are the caller's to add.
-Expected<int> Partitioner::findOrBuildAdapter(int64_t t, const RvdLayout &consumer,
-                                              const EdgeGrad &grad) {
-  const RvdLayout &producer = pg_.tensors[static_cast<size_t>(t)].layout;
-  auto key = std::make_tuple(t, consumer.canonical().strWithDevices(), grad.consumerPartial);
+Expected<int> Partitioner::findOrBuildAdapter(int64_t t, const RvdLayout &producer,
+                                              const RvdLayout &consumer, const EdgeGrad &grad,
+                                              int stage) {
+  // Per stage: stages on the same devices run in functions of their own.
+  auto key =
+      std::make_tuple(t, consumer.canonical().strWithDevices(), grad.consumerPartial, stage);
   if (auto it = adapterIndex_.find(key); it != adapterIndex_.end())
     return it->second;
   RvdSearchOptions search = options_.search;
@@ -256,6 +428,7 @@ Expected<int> Partitioner::findOrBuildAdapter(int64_t t, const RvdLayout &consum
   auto adapter = buildAdapter(t, producer, consumer, grad, search);
   if (!adapter)
     return adapter.status();
+  adapter->stage = stage;
   int index = -1;
   if (!adapter->ops.empty()) {
     index = static_cast<int>(pg_.adapters.size());
@@ -300,7 +473,13 @@ Status Partitioner::buildStateWrites() {
                     "tensors between device sets (pipeline stages) is not supported yet",
                     context, fmt::join(value.deviceSet(), ", "),
                     fmt::join(stored.deviceSet(), ", "));
-    auto index = findOrBuildAdapter(u.value, stored, EdgeGrad{});
+    if (pipelined_ && (stored.deviceSet() != homeLayout_[static_cast<size_t>(u.state)].deviceSet() ||
+                       homeStage_[static_cast<size_t>(u.value)] != homeStage_[static_cast<size_t>(u.state)]))
+      return errorf("error: {}: the buffer is read or updated in several pipeline stages; "
+                    "nnsc keeps such buffers in one stage only",
+                    context);
+    auto index = findOrBuildAdapter(u.value, value, stored, EdgeGrad{},
+                                    std::max(0, homeStage_[static_cast<size_t>(u.value)]));
     if (!index)
       return index.status().withContext(context);
     pg_.stateWrites.push_back({u.state, u.value, *index});

@@ -120,6 +120,19 @@ static int toolMain(int argc, char **argv) {
   auto *micro =
       app.add_option("--micro-batches", opts.microBatches, "micro-batches per optimizer step")
           ->default_val(1);
+  app.add_option("--pipeline-stages", opts.pipeline.stages,
+                 "pipeline stages the model is cut into at its layers (policy pp; tp and hybrid "
+                 "plan each stage; docs/pipeline.md)")
+      ->default_val(1);
+  app.add_option("--schedule", opts.pipeline.schedule, "pipeline schedule: 1f1b, gpipe, interleaved")
+      ->default_val("1f1b");
+  app.add_option("--virtual-stages", opts.pipeline.virtualStages,
+                 "interleaved schedule: model chunks per pipeline stage")
+      ->default_val(1);
+  app.add_option("--pipeline-pivots", opts.pipeline.pivots,
+                 "module classes whose instances may start a pipeline stage (default: the most "
+                 "repeated numbered module, e.g. Block)")
+      ->delimiter(',');
   auto *recompute = app.add_option("--recompute-modules", opts.recomputeModules,
                                    "module classes to recompute in backward, each instance a group "
                                    "(Block,LlamaDecoderLayer)")

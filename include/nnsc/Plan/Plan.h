@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "nnsc/IR/Graph.h"
+#include "nnsc/Plan/Pipeline.h"
 #include "nnsc/Support/Status.h"
 #include "nnsc/plan.pb.h"
 
@@ -55,6 +56,10 @@ struct PlanOptions {
   /// plans with the partition pass): the tool supplies it; policy "autodist"
   /// without it is an error.
   std::function<Expected<proto::Plan>(const ir::Graph &graph)> search;
+  /// Pipeline stages (Pipeline.h): with stages > 1 the policy plans one stage
+  /// of plan_ngpus / stages devices and the plan is cut into stages after it.
+  /// Policy "pp" is "dp" inside every stage.
+  PipelineOptions pipeline;
 };
 
 /// A policy fills in a plan for `graph`. It may assume `options` passed

@@ -124,6 +124,20 @@ struct Adapter {
   /// inputs, anything not downstream of a trainable parameter): the ops'
   /// backward never runs.
   bool needsGrad = true;
+  /// The pipeline stage of its readers (0 in plans without stages).
+  int stage = 0;
+};
+
+/// An activation crossing pipeline stages: computed in stage `from` in
+/// layout `source` (over that stage's devices), sent whole piece by piece to
+/// the stage `to` devices in the same positions (`target`: the same layout
+/// over the reader stage's devices), where adapters take it on as usual. Its
+/// gradient travels back the same way when `needsGrad`.
+struct StageTransfer {
+  int64_t tensor = -1;
+  int from = 0, to = 0;
+  RvdLayout source, target;
+  bool needsGrad = false;
 };
 
 /// One part of a node, run by one plan device.
@@ -158,6 +172,10 @@ struct GradReducer {
   SubTensor slice;          ///< the shard
   std::vector<int> devices; ///< plan devices holding this shard, ascending (>= 1)
   GradReduce reduce = GradReduce::Average;
+  /// Pipeline stages holding copies of this shard (a weight tied across
+  /// stages: nanoGPT's wte and lm_head): each copy's gradient covers its own
+  /// stage's uses only, so the copies' gradients add up across stages.
+  int stageCopies = 1;
 };
 
 /// The loss on each device. A replicated loss node gives every device the
@@ -191,6 +209,13 @@ struct StateWrite {
 /// The partitioned graph: everything a codegen needs per plan device.
 struct PartitionedGraph {
   int numDevices = 0; ///< plan_ngpus
+  /// Pipeline stages: by node id its (virtual) stage, by stage its devices
+  /// (one stage holding every device in plans without stages).
+  std::vector<int> stageOfNode;
+  std::vector<std::vector<int>> stageDevices;
+  /// Activations read in a later stage than their producer's, in order of
+  /// their first such read.
+  std::vector<StageTransfer> transfers;
   /// By tensor id: where every tensor lives before adapters.
   std::vector<TensorPlacement> tensors;
   /// By node id: the node's parts (one per device that runs it).
@@ -212,8 +237,12 @@ struct PartitionOptions {
 };
 
 /// Partitions `graph` by `plan` (which must pass plan::validatePlan).
+/// Pipelined plans (several stages): a reader in a later stage reads the
+/// tensor in its producer's layout moved onto the reader stage's devices
+/// (StageTransfer); state read in several stages is stored once per stage
+/// holding a reader (one placement whose replicas span those stages).
 /// Errors: a tensor whose producer and consumer run on different device sets
-/// (pipeline boundaries are not supported yet), an annotation that no longer
+/// of one stage, stages of different widths, an annotation that no longer
 /// binds, the RVD search failing, a buffer that a kernel updates in place
 /// (ops::kernelWrittenInputs) reaching it through communication (the update
 /// would go to a temporary). Messages name the tensor and nodes.
