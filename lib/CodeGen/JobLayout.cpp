@@ -121,6 +121,8 @@ Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan) {
   job.worldSize = plan.runtime_ngpus();
   job.dpSize = job.worldSize / job.planNgpus;
   job.zero = plan.zero();
+  job.schedule = plan.schedule();
+  job.microBatches = std::max(1, plan.micro_batches());
   if (job.worldSize < 1 || job.worldSize % job.planNgpus != 0)
     return errorf("error: runtime_ngpus {} is not a positive multiple of plan_ngpus {}",
                   plan.runtime_ngpus(), plan.plan_ngpus());

@@ -1,11 +1,13 @@
 #include "nnsc/CodeGen/Manifest.h"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 
 #include "nnsc/CodeGen/Program.h"
+#include "nnsc/Transform/PipelineSchedule.h"
 #include "nnsc/Support/File.h"
 
 namespace nnsc::codegen {
@@ -138,6 +140,79 @@ void fillMemoryEstimate(const cost::DeviceLoad &load, proto::RankManifest &m) {
   e->set_mask_elements(memory.maskElements);
 }
 
+namespace {
+
+void fillPipeTensors(const ir::Graph &graph, const std::vector<PipeTensorSpec> &specs,
+                     google::protobuf::RepeatedPtrField<proto::PipeTensor> &out) {
+  for (const PipeTensorSpec &spec : specs) {
+    proto::PipeTensor &t = *out.Add();
+    t.set_name(fmt::format("t{}", spec.tensor));
+    for (int64_t d : spec.shape)
+      t.add_shape(d);
+    t.set_dtype(toProtoDType(graph.tensor(spec.tensor).dtype));
+    t.set_peer(spec.peer);
+    t.set_tag(spec.tag);
+    t.set_requires_grad(spec.requiresGrad);
+  }
+}
+
+// A schedule's passes as steps: a forward receives its chunk's inputs first
+// and sends its outputs after; a backward receives the outputs' gradients
+// first and sends the inputs' after.
+void addSteps(const std::vector<transform::PipelinePass> &passes, const proto::Pipeline &p,
+              google::protobuf::RepeatedPtrField<proto::PipeStep> &out) {
+  auto add = [&](proto::PipeStep::Kind kind, const transform::PipelinePass &pass) {
+    proto::PipeStep &s = *out.Add();
+    s.set_kind(kind);
+    s.set_micro(pass.micro);
+    s.set_chunk(pass.chunk);
+  };
+  auto needsGrad = [](const auto &tensors) {
+    return std::any_of(tensors.begin(), tensors.end(),
+                       [](const proto::PipeTensor &t) { return t.requires_grad(); });
+  };
+  for (const transform::PipelinePass &pass : passes) {
+    const proto::PipeChunk &chunk = p.chunks(pass.chunk);
+    if (pass.forward) {
+      if (chunk.recv_size() > 0)
+        add(proto::PipeStep::RECV_ACTIVATIONS, pass);
+      add(proto::PipeStep::FORWARD, pass);
+      if (chunk.send_size() > 0)
+        add(proto::PipeStep::SEND_ACTIVATIONS, pass);
+    } else {
+      if (needsGrad(chunk.send()))
+        add(proto::PipeStep::RECV_GRADIENTS, pass);
+      add(proto::PipeStep::BACKWARD, pass);
+      if (needsGrad(chunk.recv()))
+        add(proto::PipeStep::SEND_GRADIENTS, pass);
+    }
+  }
+}
+
+void fillPipeline(const ir::Graph &graph, const RankLayout &layout, proto::Pipeline &p) {
+  p.set_stages(layout.stages);
+  p.set_stage(layout.stage);
+  p.set_micro_batches(layout.microBatches);
+  p.set_schedule(layout.schedule);
+  for (const ChunkSpec &c : layout.chunks) {
+    proto::PipeChunk &chunk = *p.add_chunks();
+    chunk.set_stage(c.stage);
+    chunk.set_function(c.function);
+    chunk.set_has_loss(c.hasLoss);
+    fillPipeTensors(graph, c.recv, *chunk.mutable_recv());
+    fillPipeTensors(graph, c.send, *chunk.mutable_send());
+  }
+  int chunks = static_cast<int>(layout.chunks.size());
+  // layoutRank checked both schedules.
+  addSteps(*transform::pipelinePasses(layout.schedule, layout.stages, chunks,
+                                      layout.microBatches, layout.stage),
+           p, *p.mutable_steps());
+  addSteps(*transform::pipelinePasses("forward", layout.stages, chunks, 1, layout.stage), p,
+           *p.mutable_eval_steps());
+}
+
+} // namespace
+
 proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layout,
                                   const ManifestOptions &options) {
   proto::RankManifest m;
@@ -161,6 +236,10 @@ proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layo
   m.set_num_outputs(static_cast<int32_t>(layout.outputs.size()));
   m.set_loss_scale(layout.lossScale);
   m.set_loss_replicas(layout.lossReplicas);
+  if (!layout.chunks.empty()) {
+    fillPipeline(graph, layout, *m.mutable_pipeline());
+    m.set_entry(layout.chunks[0].function);
+  }
   return m;
 }
 

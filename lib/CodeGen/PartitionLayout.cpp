@@ -11,6 +11,7 @@
 #include "LayoutParts.h"
 #include "nnsc/Ops/KernelWrites.h"
 #include "nnsc/Ops/Randomness.h"
+#include "nnsc/Transform/PipelineSchedule.h"
 
 namespace nnsc::codegen {
 
@@ -71,6 +72,8 @@ public:
     layout_.recomputeGroups = job_.recomputeGroups;
     NNSC_RETURN_IF_ERROR(addReducers());
     NNSC_RETURN_IF_ERROR(addBufferSyncs());
+    if (pg_.stageDevices.size() > 1)
+      NNSC_RETURN_IF_ERROR(addChunks());
     return std::move(layout_);
   }
 
@@ -89,6 +92,7 @@ private:
     step.inputAdapters = part->inputAdapters;
     step.rngPiece = randomPiece(*part);
     step.recomputeGroup = recomputeGroupOf(job_, id);
+    step.stage = pg_.stageOfNode[static_cast<size_t>(id)];
     layout_.nodes.push_back(id);
     layout_.steps.push_back(std::move(step));
     return Status::ok();
@@ -117,6 +121,9 @@ private:
     step.tensor = w.state;
     step.value = w.value;
     step.adapter = w.adapter;
+    for (const ir::Node &node : graph_.nodes()) // the stage computing the value
+      if (std::find(node.outputs.begin(), node.outputs.end(), w.value) != node.outputs.end())
+        step.stage = pg_.stageOfNode[static_cast<size_t>(node.id)];
     layout_.steps.push_back(std::move(step));
   }
 
@@ -127,6 +134,7 @@ private:
     step.kind = RankStep::Adapter;
     step.adapter = index;
     step.tensor = a.tensor;
+    step.stage = a.stage;
     step.description =
         fmt::format("%{} {}{}: {} -> {}", t.id, ir::dtypeName(t.dtype), ir::shapeString(t.shape),
                     a.producer.strWithDevices(), a.consumer.strWithDevices());
@@ -270,6 +278,17 @@ private:
       spec.average = false;
       spec.divisor = layout_.dpSize > 1 ? layout_.dpSize : 0;
     }
+    if (r && r->stageCopies > 1) {
+      // Copies in several stages add up; replicas inside a stage (whole,
+      // identical gradients) and data-parallel copies average.
+      int perStage = r->reduce == transform::GradReduce::Sum
+                         ? 1
+                         : static_cast<int>(r->devices.size()) / r->stageCopies;
+      spec.average = false;
+      spec.divisor = perStage * layout_.dpSize;
+      if (spec.divisor == 1)
+        spec.divisor = 0;
+    }
     return spec;
   }
 
@@ -318,6 +337,81 @@ private:
       addBufferSync(layout_, group, s.localName);
     }
     return Status::ok();
+  }
+
+  // The model chunks of a pipelined rank: each stage on this device, the
+  // tensors it receives and sends (StageTransfer) and the schedule's steps.
+  Status addChunks() {
+    std::vector<std::vector<int>> physical; // distinct device sets, in stage order
+    std::vector<int> mine;
+    for (size_t st = 0; st < pg_.stageDevices.size(); ++st) {
+      std::vector<int> set = pg_.stageDevices[st];
+      std::sort(set.begin(), set.end());
+      auto index = static_cast<int>(std::find(physical.begin(), physical.end(), set) -
+                                    physical.begin());
+      if (index == static_cast<int>(physical.size()))
+        physical.push_back(set);
+      if (std::binary_search(set.begin(), set.end(), device_)) {
+        layout_.stage = index;
+        mine.push_back(static_cast<int>(st));
+      }
+    }
+    layout_.stages = static_cast<int>(physical.size());
+    layout_.schedule = job_.schedule;
+    layout_.microBatches = job_.microBatches;
+    int lossStage = pg_.loss.node >= 0 ? pg_.stageOfNode[static_cast<size_t>(pg_.loss.node)] : -1;
+    bool holdsLoss = false;
+    for (int st : mine) {
+      ChunkSpec chunk;
+      chunk.stage = st;
+      chunk.function = fmt::format("stage{}", st);
+      for (size_t k = 0; k < pg_.transfers.size(); ++k) {
+        const transform::StageTransfer &tr = pg_.transfers[k];
+        if (tr.to == st)
+          addPipeTensor(tr, static_cast<int>(k), tr.target, tr.source, chunk.recv);
+        if (tr.from == st)
+          addPipeTensor(tr, static_cast<int>(k), tr.source, tr.target, chunk.send);
+      }
+      for (const transform::LossPart &part : pg_.loss.parts)
+        chunk.hasLoss = chunk.hasLoss || (st == lossStage && part.device == device_);
+      holdsLoss = holdsLoss || chunk.hasLoss;
+      if (!chunk.hasLoss && chunk.send.empty())
+        return errorf("error: pipeline stage {} on plan device {} neither sends anything nor "
+                      "computes the loss; the cut leaves it nothing to do",
+                      st, device_);
+      layout_.chunks.push_back(std::move(chunk));
+    }
+    if (!holdsLoss)
+      layout_.lossOutput = -1;
+    for (const char *schedule : {layout_.schedule.c_str(), "forward"}) {
+      auto passes = transform::pipelinePasses(schedule, layout_.stages,
+                                              static_cast<int>(mine.size()),
+                                              std::string(schedule) == "forward" ? 1
+                                                                                 : layout_.microBatches,
+                                              layout_.stage);
+      if (!passes)
+        return passes.status();
+    }
+    return Status::ok();
+  }
+
+  // This device's piece of `tr` in `here` (sent or received) and its peer in
+  // `there`, the same position of the other stage's layout.
+  void addPipeTensor(const transform::StageTransfer &tr, int tag,
+                     const transform::RvdLayout &here, const transform::RvdLayout &there,
+                     std::vector<PipeTensorSpec> &out) const {
+    const std::vector<int> &devices = here.devices();
+    auto it = std::find(devices.begin(), devices.end(), device_);
+    if (it == devices.end())
+      return;
+    int i = static_cast<int>(it - devices.begin());
+    PipeTensorSpec spec;
+    spec.tensor = tr.tensor;
+    spec.shape = transform::pieceOf(here, tr.tensor, i).shape();
+    spec.peer = layout_.dpRank * layout_.planNgpus + there.devices()[static_cast<size_t>(i)];
+    spec.tag = tag;
+    spec.requiresGrad = tr.needsGrad;
+    out.push_back(std::move(spec));
   }
 
   void addToReducer(ReducerSpec spec, const std::string &shard) {

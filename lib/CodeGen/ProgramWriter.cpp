@@ -8,6 +8,8 @@
 #include "Literals.h"
 #include "RecomputeRuns.h"
 
+#include <set>
+
 namespace nnsc::codegen {
 
 namespace {
@@ -68,6 +70,8 @@ ProgramWriter::ProgramWriter(const ir::Graph &graph, const RankLayout &layout,
     names_[s.tensor] = s.localName;
   for (const InputSpec &in : layout.inputs)
     names_[in.tensor] = in.localName;
+  for (int64_t t : layout.received)
+    names_[t] = fmt::format("t{}", t);
   for (const auto &[id, name] : names_)
     defined_.insert(id);
 }
@@ -85,7 +89,9 @@ void ProgramWriter::writeHeader() {
 }
 
 void ProgramWriter::writeSignature() {
-  os_ << fmt::format("def {}(\n", kEntryName);
+  if (!layout_.header)
+    os_ << "\n\n";
+  os_ << fmt::format("def {}(\n", layout_.function);
   for (const ShardSpec &s : layout_.shards) {
     const ir::Tensor &t = graph_.tensor(s.tensor);
     std::string what = s.constant ? fmt::format("constant %{}", t.id) : t.name;
@@ -102,6 +108,11 @@ void ProgramWriter::writeSignature() {
     std::string renamed = in.localName != t.name ? fmt::format(" '{}'", t.name) : "";
     os_ << fmt::format("    {}: Tensor,  # input{}: {}{}\n", in.localName, renamed, tensorType(t),
                        batch);
+  }
+  for (int64_t r : layout_.received) {
+    const ir::Tensor &t = graph_.tensor(r);
+    os_ << fmt::format("    t{}: Tensor,  # received from an earlier stage: {}{}\n", r,
+                       tensorType(t), t.name.empty() ? "" : " '" + t.name + "'");
   }
   std::vector<std::string> types(layout_.outputs.size(), "Tensor");
   os_ << fmt::format("    device: Device,\n) -> Tuple[{}]:\n", fmt::join(types, ", "));
@@ -256,7 +267,8 @@ Expected<std::string> ProgramWriter::write() {
   if (layout_.outputs.empty())
     return errorf("error: the graph returns nothing; a program needs at least one output");
   ProgramPieces pieces;
-  writeHeader();
+  if (layout_.header)
+    writeHeader();
   writeSignature();
   writeInputPieces();
   pieces.head = take();
@@ -264,6 +276,8 @@ Expected<std::string> ProgramWriter::write() {
     pieces.params.push_back(s.localName);
   for (const InputSpec &in : layout_.inputs)
     pieces.params.push_back(in.localName);
+  for (int64_t r : layout_.received)
+    pieces.params.push_back(fmt::format("t{}", r));
   std::vector<RecomputeRun> runs = findRecomputeRuns(layout_);
   // The buffer block starts at the adapters that only feed buffer writes.
   size_t block = layout_.steps.size();
@@ -294,9 +308,78 @@ Expected<std::string> ProgramWriter::write() {
   return assembleRecompute(pieces, runs, layout_);
 }
 
+namespace {
+
+// The tensors a chunk's steps read or write.
+std::set<int64_t> tensorsUsed(const ir::Graph &graph, const std::vector<RankStep> &steps) {
+  std::set<int64_t> used;
+  for (const RankStep &step : steps) {
+    if (step.kind == RankStep::Node) {
+      const ir::Node &node = graph.nodes()[static_cast<size_t>(step.node)];
+      used.insert(node.inputs.begin(), node.inputs.end());
+    } else {
+      used.insert(step.tensor);
+      if (step.kind == RankStep::StateWrite)
+        used.insert(step.value);
+    }
+  }
+  return used;
+}
+
+// The layout of one model chunk of a pipelined rank: its steps, the shards
+// and inputs they use, the received tensors as arguments, and the loss and
+// the sent tensors as outputs.
+RankLayout chunkView(const ir::Graph &graph, const RankLayout &rank, const ChunkSpec &chunk,
+                     bool first) {
+  RankLayout view = rank;
+  view.steps.clear();
+  view.nodes.clear();
+  for (const RankStep &step : rank.steps)
+    if (step.stage == chunk.stage) {
+      view.steps.push_back(step);
+      if (step.kind == RankStep::Node)
+        view.nodes.push_back(step.node);
+    }
+  std::set<int64_t> used = tensorsUsed(graph, view.steps);
+  view.shards.clear();
+  for (const ShardSpec &s : rank.shards)
+    if (used.count(s.tensor))
+      view.shards.push_back(s);
+  view.inputs.clear();
+  for (const InputSpec &in : rank.inputs)
+    if (used.count(in.tensor))
+      view.inputs.push_back(in);
+  view.received.clear();
+  for (const PipeTensorSpec &r : chunk.recv)
+    view.received.push_back(r.tensor);
+  view.outputs.clear();
+  view.lossOutput = -1;
+  if (chunk.hasLoss) {
+    view.outputs.push_back(graph.outputs[static_cast<size_t>(graph.lossOutput)]);
+    view.lossOutput = 0;
+  }
+  for (const PipeTensorSpec &s : chunk.send)
+    view.outputs.push_back(s.tensor);
+  view.function = chunk.function;
+  view.header = first;
+  return view;
+}
+
+} // namespace
+
 Expected<std::string> emitProgram(const ir::Graph &graph, const RankLayout &layout,
                                   const ProgramInfo &info) {
-  return ProgramWriter(graph, layout, info).write();
+  if (layout.chunks.empty())
+    return ProgramWriter(graph, layout, info).write();
+  std::string source;
+  for (size_t c = 0; c < layout.chunks.size(); ++c) {
+    RankLayout view = chunkView(graph, layout, layout.chunks[c], c == 0);
+    auto text = ProgramWriter(graph, view, info).write();
+    if (!text)
+      return text.status().withContext(fmt::format("pipeline stage {}", layout.chunks[c].stage));
+    source += *text;
+  }
+  return source;
 }
 
 } // namespace nnsc::codegen

@@ -103,6 +103,26 @@ struct RankStep {
   // value of tensor `value` (after adapter `adapter` when >= 0). Written
   // after every node and adapter.
   int64_t value = -1;
+  // The pipeline stage the step belongs to (0 without stages).
+  int stage = 0;
+};
+
+/// A tensor crossing pipeline stages at this rank (manifest PipeTensor).
+struct PipeTensorSpec {
+  int64_t tensor = -1;
+  ir::Shape shape; ///< this rank's piece
+  int peer = 0;    ///< global rank
+  int tag = 0;     ///< the transfer's index
+  bool requiresGrad = false;
+};
+
+/// One model chunk of a pipelined rank: the steps of virtual stage `stage`
+/// as function `function`.
+struct ChunkSpec {
+  int stage = 0;
+  std::string function;
+  std::vector<PipeTensorSpec> recv, send;
+  bool hasLoss = false;
 };
 
 /// Gradients of `shards` summed over `group` after backward, then divided
@@ -142,6 +162,20 @@ struct RankLayout {
   std::vector<BufferSyncSpec> bufferSyncs; ///< one per group, ascending group id
   /// Per recompute group id, what it is ("transformer.h.0 (Block)").
   std::vector<std::string> recomputeGroups;
+
+  /// Pipelined plans: this rank's physical stage of `stages`, its chunks in
+  /// virtual-stage order, the schedule and micro-batches (chunks empty
+  /// otherwise). One program function per chunk (ChunkSpec::function).
+  int stages = 1, stage = 0;
+  std::vector<ChunkSpec> chunks;
+  std::string schedule;
+  int microBatches = 1;
+
+  // The function a program emitter writes: set on the per-chunk views
+  // emitProgram makes (received tensors are arguments after the inputs).
+  std::string function = "forward";
+  std::vector<int64_t> received;
+  bool header = true;
 };
 
 /// What every rank of a job shares: the partitioned graph (plans spanning
@@ -157,6 +191,9 @@ struct JobLayout {
   /// Per node id, its recompute group (-1: none); per group id, what it is.
   std::vector<int> recomputeOfNode;
   std::vector<std::string> recomputeGroups;
+  /// The plan's pipeline schedule and micro-batches.
+  std::string schedule;
+  int microBatches = 1;
 
   /// The id of the group with exactly these ranks (ascending), or -1.
   int groupId(const std::vector<int> &ranks) const;
