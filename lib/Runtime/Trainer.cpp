@@ -11,6 +11,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "MemoryReport.h"
+#include "PipelineRunner.h"
 #include "TrainerImpl.h"
 #include "TrainerLog.h"
 #include "nnsc/Runtime/RngStreams.h"
@@ -88,10 +89,30 @@ Expected<double> gradientNorm(TrainerState &s) {
 
 // One optimizer step: every micro-batch forward and backward, the reducers,
 // clipping, the update. Returns the loss averaged over micro-batches and ranks.
+// A pipelined step: the schedule's passes, then every reducer over the
+// accumulated gradients (armed only now: a chunk's last backward is not the
+// rank's).
+Expected<double> pipelineStep(TrainerState &s, int64_t step) {
+  for (auto &r : s.reducers)
+    r->prepare(false);
+  auto lossSum = s.pipeline->train(s, step);
+  if (!lossSum)
+    return lossSum.status();
+  for (auto &r : s.reducers)
+    r->prepare(true);
+  return lossSum;
+}
+
 Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gradNorm) {
   const int64_t accum = s.config.train.gradAccumulation;
   double lossSum = 0;
-  for (int64_t micro = 0; micro < accum; ++micro) {
+  if (s.pipeline) {
+    auto sum = pipelineStep(s, step);
+    if (!sum)
+      return sum.status();
+    lossSum = *sum;
+  }
+  for (int64_t micro = 0; micro < accum && !s.pipeline; ++micro) {
     for (auto &r : s.reducers)
       r->prepare(micro == accum - 1);
     NNSC_RETURN_IF_ERROR(syncBuffersBeforeForward(s));
@@ -124,6 +145,13 @@ Expected<double> validate(TrainerState &s) {
   at::NoGradGuard noGrad;
   double sum = 0;
   for (int64_t v = 0; v < s.config.train.valBatches; ++v) {
+    if (s.pipeline) {
+      auto share = s.pipeline->evaluate(s, v);
+      if (!share)
+        return share.status();
+      sum += *share;
+      continue;
+    }
     setRngForward(-1 - v);
     auto loss = forwardLoss(s, s.valData->valBatch(s.layout, v));
     if (!loss)

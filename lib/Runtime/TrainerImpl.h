@@ -25,6 +25,8 @@
 
 namespace nnsc::rt {
 
+class PipelineRunner;
+
 /// What feeds one program argument: a shard, a data field, or the device
 /// (an argument named `device`, where the program creates tensors).
 struct ArgBinding {
@@ -81,6 +83,9 @@ struct TrainerState {
   /// The trainable shards the plain optimizer holds, and their replicas.
   std::vector<at::Tensor> plainTrainable;
   std::vector<int> plainReplicas;
+  /// Pipelined programs (manifest pipeline): runs the schedule in place of
+  /// the single forward and backward.
+  std::shared_ptr<PipelineRunner> pipeline;
 
   bool isLogger() const { return env.rank == 0; }
 };

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/python/update_graph_executor_opt.h>
 
 #include "TensorIO.h"
+#include "PipelineRunner.h"
 #include "TrainerImpl.h"
 #include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Runtime/Threads.h"
@@ -31,7 +32,7 @@ Status loadManifest(TrainerState &s) {
   if (s.manifest.world_size() != s.env.worldSize)
     return errorf("{}: error: the program is for {} ranks but this job has {} (from {})", path,
                   s.manifest.world_size(), s.env.worldSize, s.env.source);
-  if (s.manifest.loss_output() < 0)
+  if (s.manifest.loss_output() < 0 && !s.manifest.has_pipeline())
     return errorf("{}: error: the program has no loss output to train on", path);
   s.shardInfo = shardsOfManifest(s.manifest);
   return Status::ok();
@@ -73,6 +74,8 @@ Status bindArguments(TrainerState &s, const std::string &file) {
   if (entry.empty() && s.program->functions().size() == 1)
     entry = s.program->functions()[0];
   NNSC_RETURN_IF_ERROR(s.program->setEntry(entry));
+  if (s.manifest.has_pipeline())
+    return Status::ok(); // PipelineRunner binds every stage's function
   auto names = s.program->argumentNames(entry);
   if (!names)
     return names.status();
@@ -248,6 +251,12 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
   NNSC_RETURN_IF_ERROR(connect(*s));
   NNSC_RETURN_IF_ERROR(buildReducers(*s));
   NNSC_RETURN_IF_ERROR(buildBufferSyncs(*s));
+  if (s->manifest.has_pipeline()) {
+    auto runner = PipelineRunner::create(*s);
+    if (!runner)
+      return runner.status();
+    s->pipeline = runner.take();
+  }
   buildOptimizer(*s);
   seedAndThreads(*s);
   return s;

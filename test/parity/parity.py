@@ -293,10 +293,16 @@ def main():
     ap.add_argument("--example", required=True,
                     choices=["nanogpt", "mlp", "llama", "sdpa", "batchnorm"] + ZOO)
     ap.add_argument("--dp", type=int, default=2, help="data-parallel copies")
-    ap.add_argument("--policy", default="dp", choices=["dp", "tp", "data", "file", "autodist"])
+    ap.add_argument("--policy", default="dp",
+                    choices=["dp", "tp", "data", "file", "autodist", "pp", "hybrid"])
     ap.add_argument("--plan-args", default="",
                     help="more nnsc-plan arguments (autodist: --cluster, --mem-limit, ...)")
-    ap.add_argument("--tp", type=int, default=1, help="plan devices per copy")
+    ap.add_argument("--tp", type=int, default=1, help="plan devices per copy (per pipeline stage)")
+    ap.add_argument("--pp", type=int, default=1,
+                    help="pipeline stages (nnsc-plan --pipeline-stages; micro-batches = --accum)")
+    ap.add_argument("--schedule", default="1f1b", help="pipeline schedule (nnsc-plan --schedule)")
+    ap.add_argument("--virtual-stages", type=int, default=1,
+                    help="interleaved schedule: model chunks per stage")
     ap.add_argument("--plan-file", help="the plan YAML of --policy file")
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--buffers", default="broadcast", choices=["broadcast", "average"],
@@ -353,11 +359,14 @@ def main():
     if args.trace_device:
         trace += ["--device", args.trace_device]
     run(trace)
-    ngpus = args.tp * args.dp
+    ngpus = args.tp * args.dp * args.pp
     plan = [f"{b}/nnsc-plan", f"{work}/trace/graph.pb", "--policy", args.policy,
             "--runtime-ngpus", str(ngpus), "-o", f"{work}/plan.pb"]
     if args.policy != "dp":
-        plan += ["--plan-ngpus", str(args.tp)]
+        plan += ["--plan-ngpus", str(args.tp * args.pp)]
+    if args.pp > 1:
+        plan += ["--pipeline-stages", str(args.pp), "--schedule", args.schedule,
+                 "--virtual-stages", str(args.virtual_stages), "--micro-batches", str(args.accum)]
     if args.policy == "file":
         plan += ["--plan-file", args.plan_file]
     if args.recompute_modules:

@@ -1,0 +1,256 @@
+// The pipeline schedule's executor (PipelineRunner.h).
+#include "PipelineRunner.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <fmt/format.h>
+
+#include "TensorIO.h"
+#include "TrainerImpl.h"
+#include "nnsc/Runtime/RngStreams.h"
+#include "nnsc/Runtime/ShardTable.h"
+
+namespace nnsc::rt {
+
+namespace {
+
+// Gradients travel on the tag of their tensor shifted out of the
+// activations' range.
+constexpr int kGradientTag = 1 << 20;
+
+double lossShareOf(const TrainerState &s, double loss) {
+  double scale = s.manifest.loss_scale() != 0 ? s.manifest.loss_scale() : 1.0;
+  return loss * scale / std::max(1, s.manifest.loss_replicas());
+}
+
+} // namespace
+
+Expected<std::unique_ptr<PipelineRunner>> PipelineRunner::create(TrainerState &s) {
+  const proto::Pipeline &p = s.manifest.pipeline();
+  std::string file = s.manifest.program();
+  if (p.micro_batches() != s.config.train.gradAccumulation)
+    return errorf("error: the program is pipelined over {} micro-batches per step "
+                  "(nnsc-plan --micro-batches) but train.grad_accumulation is {}; set them equal",
+                  p.micro_batches(), s.config.train.gradAccumulation);
+  if (!s.bufferSyncs.empty())
+    return errorf("{}: error: pipelined programs do not synchronize buffers across ranks yet",
+                  file);
+  auto runner = std::unique_ptr<PipelineRunner>(new PipelineRunner());
+  std::map<std::string, int> shardIndex, inputIndex;
+  for (size_t i = 0; i < s.shardInfo.size(); ++i)
+    shardIndex[s.shardInfo[i].localName] = int(i);
+  for (int i = 0; i < fedInputCount(s); ++i)
+    inputIndex[s.manifest.inputs(i).name()] = i;
+  for (const proto::PipeChunk &spec : p.chunks()) {
+    auto names = s.program->argumentNames(spec.function());
+    if (!names)
+      return names.status();
+    Chunk chunk{&spec, {}};
+    for (const std::string &n : *names) {
+      Binding b;
+      for (int r = 0; r < spec.recv_size(); ++r)
+        if (spec.recv(r).name() == n)
+          b.recv = r;
+      if (b.recv < 0 && shardIndex.count(n))
+        b.shard = shardIndex[n];
+      else if (b.recv < 0 && inputIndex.count(n))
+        b.input = inputIndex[n];
+      else if (b.recv < 0 && n == "device")
+        b.device = true;
+      else if (b.recv < 0)
+        return errorf("{}: error: argument '{}' of {} is neither a shard, an input, a received "
+                      "tensor of rank{}.pb, nor 'device'",
+                      file, n, spec.function(), s.env.rank);
+      chunk.args.push_back(b);
+    }
+    runner->chunks_.push_back(std::move(chunk));
+  }
+  return runner;
+}
+
+Status PipelineRunner::receive(TrainerState &s, const proto::PipeTensor &t, bool gradient,
+                               at::Tensor &out) {
+  auto type = scalarTypeOfCode(safetensorsCodeOfProtoDType(t.dtype()));
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  if (t.peer() == s.env.rank) {
+    auto &queue = local_[{t.tag(), gradient}];
+    if (queue.empty())
+      return Status::internal(fmt::format("error: rank {}: {} of {} expected from itself has "
+                                          "not been computed",
+                                          s.env.rank, gradient ? "the gradient" : "the value",
+                                          t.name()));
+    out = queue.front();
+    queue.erase(queue.begin());
+    return Status::ok();
+  }
+  out = at::empty(shape, at::TensorOptions().dtype(type.value_or(at::kFloat)).device(s.device));
+  Status st = s.comm->world().recv(out, t.peer(), t.tag() + (gradient ? kGradientTag : 0))->wait();
+  if (!st.isOk())
+    return st.withContext(fmt::format("pipeline: receiving {} of {} from rank {}",
+                                      gradient ? "the gradient" : "the value", t.name(), t.peer()));
+  return Status::ok();
+}
+
+Status PipelineRunner::send(TrainerState &s, const proto::PipeTensor &t, bool gradient,
+                            const at::Tensor &value) {
+  at::Tensor data = value.detach().contiguous();
+  if (t.peer() == s.env.rank) {
+    local_[{t.tag(), gradient}].push_back(data.clone());
+    return Status::ok();
+  }
+  sends_.emplace_back(
+      s.comm->world().send(data, t.peer(), t.tag() + (gradient ? kGradientTag : 0)), data);
+  return Status::ok();
+}
+
+Status PipelineRunner::forward(TrainerState &s, const proto::PipeStep &st, int64_t step,
+                               bool training, double &lossSum) {
+  const Chunk &chunk = chunks_[static_cast<size_t>(st.chunk())];
+  Slot &sl = slot(st.micro(), st.chunk());
+  std::vector<c10::IValue> args;
+  for (const Binding &b : chunk.args) {
+    if (b.device)
+      args.emplace_back(s.device);
+    else if (b.shard >= 0)
+      args.emplace_back(s.shards[static_cast<size_t>(b.shard)]);
+    else if (b.input >= 0)
+      args.emplace_back(batches_[static_cast<size_t>(st.micro())][static_cast<size_t>(b.input)]
+                            .to(s.device));
+    else
+      args.emplace_back(sl.received[static_cast<size_t>(b.recv)]);
+  }
+  if (training)
+    setRngForward(step * s.config.train.gradAccumulation + st.micro());
+  else
+    setRngForward(-1 - step);
+  auto outputs = s.program->run(chunk.spec->function(), std::move(args));
+  if (!outputs)
+    return outputs.status();
+  size_t expected = size_t(chunk.spec->send_size()) + (chunk.spec->has_loss() ? 1 : 0);
+  if (outputs->size() != expected)
+    return errorf("rank{}.py: error: {} returned {} outputs; the manifest expects {}", s.env.rank,
+                  chunk.spec->function(), outputs->size(), expected);
+  if (chunk.spec->has_loss())
+    lossSum += lossShareOf(s, (*outputs)[0].detach().item<double>());
+  sl.outputs = outputs.take();
+  return Status::ok();
+}
+
+Status PipelineRunner::backward(TrainerState &s, const proto::PipeStep &st) {
+  const proto::PipeChunk &spec = *chunks_[static_cast<size_t>(st.chunk())].spec;
+  Slot &sl = slot(st.micro(), st.chunk());
+  std::vector<at::Tensor> roots, grads;
+  size_t first = spec.has_loss() ? 1 : 0;
+  if (spec.has_loss()) {
+    at::Tensor loss = sl.outputs[0];
+    double scale = s.manifest.loss_scale();
+    if (scale != 0 && scale != 1)
+      loss = loss * scale;
+    loss = loss / double(s.config.train.gradAccumulation);
+    if (loss.requires_grad()) {
+      roots.push_back(loss);
+      grads.push_back(at::ones_like(loss));
+    }
+  }
+  for (int i = 0, g = 0; i < spec.send_size(); ++i) {
+    if (!spec.send(i).requires_grad())
+      continue;
+    const at::Tensor &out = sl.outputs[first + static_cast<size_t>(i)];
+    const at::Tensor &grad = sl.gradients[static_cast<size_t>(g++)];
+    if (out.requires_grad()) {
+      roots.push_back(out);
+      grads.push_back(grad);
+    }
+  }
+  if (!roots.empty())
+    torch::autograd::backward(roots, grads);
+  sl.outputs.clear();
+  sl.gradients.clear();
+  return Status::ok();
+}
+
+Status PipelineRunner::runStep(TrainerState &s, const proto::PipeStep &st, int64_t step,
+                               bool training, double &lossSum) {
+  const proto::PipeChunk &spec = *chunks_[static_cast<size_t>(st.chunk())].spec;
+  Slot &sl = slot(st.micro(), st.chunk());
+  switch (st.kind()) {
+  case proto::PipeStep::RECV_ACTIVATIONS:
+    sl.received.clear();
+    for (const proto::PipeTensor &t : spec.recv()) {
+      at::Tensor value;
+      NNSC_RETURN_IF_ERROR(receive(s, t, false, value));
+      if (training && t.requires_grad())
+        value.requires_grad_(true);
+      sl.received.push_back(value);
+    }
+    return Status::ok();
+  case proto::PipeStep::FORWARD:
+    return forward(s, st, step, training, lossSum);
+  case proto::PipeStep::SEND_ACTIVATIONS: {
+    size_t first = spec.has_loss() ? 1 : 0;
+    for (int i = 0; i < spec.send_size(); ++i)
+      NNSC_RETURN_IF_ERROR(send(s, spec.send(i), false, sl.outputs[first + size_t(i)]));
+    if (!training)
+      sl.outputs.clear();
+    return Status::ok();
+  }
+  case proto::PipeStep::RECV_GRADIENTS:
+    sl.gradients.clear();
+    for (const proto::PipeTensor &t : spec.send())
+      if (t.requires_grad()) {
+        at::Tensor grad;
+        NNSC_RETURN_IF_ERROR(receive(s, t, true, grad));
+        sl.gradients.push_back(grad);
+      }
+    return Status::ok();
+  case proto::PipeStep::BACKWARD:
+    return backward(s, st);
+  case proto::PipeStep::SEND_GRADIENTS:
+    for (int i = 0; i < spec.recv_size(); ++i) {
+      if (!spec.recv(i).requires_grad())
+        continue;
+      const at::Tensor &leaf = sl.received[static_cast<size_t>(i)];
+      at::Tensor grad = leaf.grad().defined() ? leaf.grad() : at::zeros_like(leaf);
+      NNSC_RETURN_IF_ERROR(send(s, spec.recv(i), true, grad));
+    }
+    sl.received.clear();
+    return Status::ok();
+  default:
+    return errorf("error: rank {}: unknown pipeline step kind {}", s.env.rank, int(st.kind()));
+  }
+}
+
+Status PipelineRunner::run(TrainerState &s,
+                           const google::protobuf::RepeatedPtrField<proto::PipeStep> &steps,
+                           int64_t step, bool training, double &lossSum) {
+  slots_.clear();
+  local_.clear();
+  for (const proto::PipeStep &st : steps)
+    NNSC_RETURN_IF_ERROR(runStep(s, st, step, training, lossSum));
+  for (auto &[work, tensor] : sends_)
+    NNSC_RETURN_IF_ERROR(work->wait().withContext("pipeline: sending to the next stage"));
+  sends_.clear();
+  slots_.clear();
+  return Status::ok();
+}
+
+Expected<double> PipelineRunner::train(TrainerState &s, int64_t step) {
+  batches_.clear();
+  for (int64_t micro = 0; micro < s.config.train.gradAccumulation; ++micro)
+    batches_.push_back(s.trainData->batch(s.layout, step, micro));
+  double lossSum = 0;
+  NNSC_RETURN_IF_ERROR(run(s, s.manifest.pipeline().steps(), step, true, lossSum));
+  return lossSum;
+}
+
+Expected<double> PipelineRunner::evaluate(TrainerState &s, int64_t v) {
+  at::NoGradGuard noGrad;
+  batches_ = {s.valData->valBatch(s.layout, v)};
+  double lossSum = 0;
+  NNSC_RETURN_IF_ERROR(run(s, s.manifest.pipeline().eval_steps(), v, false, lossSum));
+  return lossSum;
+}
+
+} // namespace nnsc::rt
