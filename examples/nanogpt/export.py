@@ -1,5 +1,5 @@
 """Export the nanoGPT example: export.py --config tiny|default|gpt2 --out DIR [--meta] [--seed N] [--batch B]
-           [--attention auto|sdpa|explicit] [--dropout P]"""
+           [--attention auto|sdpa|explicit] [--dropout P] [--layers N]"""
 import dataclasses
 import os
 import sys
@@ -10,9 +10,16 @@ from model import CONFIGS, GPT, input_specs  # noqa: E402
 
 
 def main():
+    layers = None
+    if "--layers" in sys.argv:  # the config's depth, changed (pipeline tests)
+        i = sys.argv.index("--layers")
+        layers = int(sys.argv[i + 1])
+        del sys.argv[i:i + 2]
     args = parse_args(__doc__, CONFIGS, attention=True, dropout=True)
     seed_everything(args.seed)
     cfg = dataclasses.replace(CONFIGS[args.config], attention=args.attention)
+    if layers is not None:
+        cfg = dataclasses.replace(cfg, n_layer=layers)
     if args.dropout is not None:
         cfg = dataclasses.replace(cfg, dropout=args.dropout)
     model = GPT(cfg, device="meta" if args.meta else None)

@@ -300,6 +300,8 @@ def main():
     ap.add_argument("--tp", type=int, default=1, help="plan devices per copy (per pipeline stage)")
     ap.add_argument("--pp", type=int, default=1,
                     help="pipeline stages (nnsc-plan --pipeline-stages; micro-batches = --accum)")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="nanogpt, llama: export the tiny config with this many layers")
     ap.add_argument("--schedule", default="1f1b", help="pipeline schedule (nnsc-plan --schedule)")
     ap.add_argument("--virtual-stages", type=int, default=1,
                     help="interleaved schedule: model chunks per stage")
@@ -352,6 +354,8 @@ def main():
         export += ["--attention", args.attention]
     if args.dropout is not None:
         export += ["--dropout", str(args.dropout)]
+    if args.layers is not None:
+        export += ["--layers", str(args.layers)]
     run(export)
     data = prepare_data(args, work, b)
     trace = [f"{b}/nnsc-trace", f"{work}/model/model.pt", "--inputs", f"{work}/model/inputs.yaml",
