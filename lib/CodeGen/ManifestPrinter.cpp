@@ -43,6 +43,42 @@ void printShard(const proto::Shard &s, std::ostream &os) {
   os << '\n';
 }
 
+std::string pipeTensorText(const proto::PipeTensor &t, const char *dir) {
+  return fmt::format("{} {} rank {} (tag {}{})", t.name(), dir, t.peer(), t.tag(),
+                     t.requires_grad() ? ", gradient back" : "");
+}
+
+// "RA0 F0 SA0 RG0 B0 SG0": receive activations, forward, send activations,
+// receive gradients, backward, send gradients; micro-batch, then ".c" for a
+// chunk other than 0.
+std::string stepsText(const google::protobuf::RepeatedPtrField<proto::PipeStep> &steps) {
+  static const char *kinds[] = {"F", "B", "RA", "SA", "RG", "SG"};
+  std::vector<std::string> out;
+  for (const proto::PipeStep &st : steps)
+    out.push_back(fmt::format("{}{}{}", kinds[st.kind()], st.micro(),
+                              st.chunk() ? fmt::format(".{}", st.chunk()) : ""));
+  return fmt::format("{}", fmt::join(out, " "));
+}
+
+void printPipeline(const proto::Pipeline &p, std::ostream &os) {
+  os << fmt::format("pipeline: stage {} of {}, schedule {}, {} micro-batches, {} chunk(s)\n",
+                    p.stage(), p.stages(), p.schedule(), p.micro_batches(), p.chunks_size());
+  for (int c = 0; c < p.chunks_size(); ++c) {
+    const proto::PipeChunk &chunk = p.chunks(c);
+    std::vector<std::string> parts;
+    for (const proto::PipeTensor &t : chunk.recv())
+      parts.push_back("receives " + pipeTensorText(t, "from"));
+    for (const proto::PipeTensor &t : chunk.send())
+      parts.push_back("sends " + pipeTensorText(t, "to"));
+    if (chunk.has_loss())
+      parts.push_back("computes the loss");
+    os << fmt::format("chunk  {}: stage {}, {}: {}\n", c, chunk.stage(), chunk.function(),
+                      fmt::join(parts, "; "));
+  }
+  os << "steps: " << stepsText(p.steps()) << '\n';
+  os << "eval steps: " << stepsText(p.eval_steps()) << '\n';
+}
+
 } // namespace
 
 void printManifest(const proto::RankManifest &m, std::ostream &os) {
@@ -76,6 +112,8 @@ void printManifest(const proto::RankManifest &m, std::ostream &os) {
   for (const proto::BufferSync &b : m.buffer_syncs())
     os << fmt::format("buffers: group {}, shards {} kept equal\n", b.group(),
                       fmt::join(b.shards(), ", "));
+  if (m.has_pipeline())
+    printPipeline(m.pipeline(), os);
 }
 
 } // namespace nnsc::codegen

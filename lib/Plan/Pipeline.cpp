@@ -119,7 +119,7 @@ Expected<std::vector<int64_t>> balancedCuts(const std::vector<double> &cost,
                                             const std::vector<int64_t> &candidates, int count) {
   if (count < 1 || static_cast<size_t>(count) > candidates.size() + 1)
     return errorf("error: cannot cut the model into {} pipeline stages: it has {} place(s) to "
-                  "cut (pivot instances after the first)",
+                  "cut (the starts of pivot module instances after the first node)",
                   count, candidates.size());
   // Positions: 0, the candidates, the end. best[k][j]: the smallest largest
   // stage cost of k stages covering nodes [0, pos[j]).

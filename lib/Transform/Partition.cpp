@@ -397,8 +397,8 @@ Expected<int> Partitioner::adapterFor(const ir::Node &node, size_t input) {
     return producer.status().withContext(edgeContext(node, input));
   const RvdLayout &consumer = layouts_[static_cast<size_t>(node.id)].inputs[input];
   if (producer->deviceSet() != consumer.deviceSet())
-    return errorf("{}: it lives on devices [{}] but the reader runs on [{}]; within a pipeline "
-                  "stage a tensor moves only between layouts over the same devices",
+    return errorf("{}: it lives on devices [{}] but the reader runs on [{}]; a tensor changes "
+                  "devices only between pipeline stages (give the nodes different stages)",
                   edgeContext(node, input), fmt::join(producer->deviceSet(), ", "),
                   fmt::join(consumer.deviceSet(), ", "));
   noteTransfer(t, stage);

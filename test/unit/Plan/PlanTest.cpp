@@ -83,7 +83,7 @@ TEST_CASE("plan options are checked with messages naming the bad value", "[plan]
   auto p = plan::makePlan(g, o);
   REQUIRE_FALSE(p.isOk());
   CHECK(p.status().message() ==
-        "error: unknown policy 'tpp'; expected one of: dp, tp, data, hybrid, autodist, file");
+        "error: unknown policy 'tpp'; expected one of: dp, pp, tp, data, hybrid, autodist, file");
   CHECK(p.status().kind() == ErrorKind::BadInput);
   auto zero = plan::makePlan(g, dpOptions(0));
   REQUIRE_FALSE(zero.isOk());

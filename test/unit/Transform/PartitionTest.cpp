@@ -313,8 +313,8 @@ TEST_CASE("tensors moving between device sets are reported", "[partition]") {
   INFO(pg.status().message());
   CHECK(pg.status().message() ==
         "tensor %0 'x' read by node 0 aten::linear at fc (model.py:10) (input 0): it lives on "
-        "devices [0, 1] but the reader runs on [0]; moving tensors between device sets "
-        "(pipeline stages) is not supported yet");
+        "devices [0, 1] but the reader runs on [0]; a tensor changes devices only between "
+        "pipeline stages (give the nodes different stages)");
 }
 
 TEST_CASE("localArgs rewrites view sizes for the local shapes", "[partition]") {
