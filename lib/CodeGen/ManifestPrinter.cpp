@@ -55,7 +55,9 @@ std::string stepsText(const google::protobuf::RepeatedPtrField<proto::PipeStep> 
   static const char *kinds[] = {"F", "B", "RA", "SA", "RG", "SG"};
   std::vector<std::string> out;
   for (const proto::PipeStep &st : steps)
-    out.push_back(fmt::format("{}{}{}", kinds[st.kind()], st.micro(),
+    out.push_back(fmt::format("{}{}{}",
+                              st.kind() >= 0 && st.kind() < 6 ? kinds[st.kind()] : "?",
+                              st.micro(),
                               st.chunk() ? fmt::format(".{}", st.chunk()) : ""));
   return fmt::format("{}", fmt::join(out, " "));
 }

@@ -9,31 +9,19 @@
 
 #include "TensorIO.h"
 #include "TrainerImpl.h"
+#include "nnsc/Runtime/PipelineManifest.h"
 #include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Runtime/ShardTable.h"
 
 namespace nnsc::rt {
 
-namespace {
-
-// Gradients travel on the tag of their tensor shifted out of the
-// activations' range.
-constexpr int kGradientTag = 1 << 20;
-
-double lossShareOf(const TrainerState &s, double loss) {
-  double scale = s.manifest.loss_scale() != 0 ? s.manifest.loss_scale() : 1.0;
-  return loss * scale / std::max(1, s.manifest.loss_replicas());
-}
-
-} // namespace
-
 Expected<std::unique_ptr<PipelineRunner>> PipelineRunner::create(TrainerState &s) {
   const proto::Pipeline &p = s.manifest.pipeline();
   std::string file = s.manifest.program();
   if (p.micro_batches() != s.config.train.gradAccumulation)
-    return errorf("error: the program is pipelined over {} micro-batches per step "
+    return errorf("rank{}.pb: error: the program is pipelined over {} micro-batches per step "
                   "(nnsc-plan --micro-batches) but train.grad_accumulation is {}; set them equal",
-                  p.micro_batches(), s.config.train.gradAccumulation);
+                  s.env.rank, p.micro_batches(), s.config.train.gradAccumulation);
   if (!s.bufferSyncs.empty())
     return errorf("{}: error: pipelined programs do not synchronize buffers across ranks yet",
                   file);
@@ -86,7 +74,7 @@ Status PipelineRunner::receive(TrainerState &s, const proto::PipeTensor &t, bool
     return Status::ok();
   }
   out = at::empty(shape, at::TensorOptions().dtype(type.value_or(at::kFloat)).device(s.device));
-  Status st = s.comm->world().recv(out, t.peer(), t.tag() + (gradient ? kGradientTag : 0))->wait();
+  Status st = s.comm->world().recv(out, t.peer(), t.tag() + (gradient ? kPipelineGradientTag : 0))->wait();
   if (!st.isOk())
     return st.withContext(fmt::format("pipeline: receiving {} of {} from rank {}",
                                       gradient ? "the gradient" : "the value", t.name(), t.peer()));
@@ -101,7 +89,7 @@ Status PipelineRunner::send(TrainerState &s, const proto::PipeTensor &t, bool gr
     return Status::ok();
   }
   sends_.emplace_back(
-      s.comm->world().send(data, t.peer(), t.tag() + (gradient ? kGradientTag : 0)), data);
+      s.comm->world().send(data, t.peer(), t.tag() + (gradient ? kPipelineGradientTag : 0)), data);
   return Status::ok();
 }
 
@@ -133,7 +121,7 @@ Status PipelineRunner::forward(TrainerState &s, const proto::PipeStep &st, int64
     return errorf("rank{}.py: error: {} returned {} outputs; the manifest expects {}", s.env.rank,
                   chunk.spec->function(), outputs->size(), expected);
   if (chunk.spec->has_loss())
-    lossSum += lossShareOf(s, (*outputs)[0].detach().item<double>());
+    lossSum += lossShare(s, (*outputs)[0].detach().item<double>());
   sl.outputs = outputs.take();
   return Status::ok();
 }
@@ -144,11 +132,7 @@ Status PipelineRunner::backward(TrainerState &s, const proto::PipeStep &st) {
   std::vector<at::Tensor> roots, grads;
   size_t first = spec.has_loss() ? 1 : 0;
   if (spec.has_loss()) {
-    at::Tensor loss = sl.outputs[0];
-    double scale = s.manifest.loss_scale();
-    if (scale != 0 && scale != 1)
-      loss = loss * scale;
-    loss = loss / double(s.config.train.gradAccumulation);
+    at::Tensor loss = lossForBackward(s, sl.outputs[0]);
     if (loss.requires_grad()) {
       roots.push_back(loss);
       grads.push_back(at::ones_like(loss));

@@ -27,14 +27,6 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// This rank's part of its copy's loss: a loss replicated over several ranks
-// of the copy counts once, a partial loss (loss_scale) as its share.
-double lossShare(const TrainerState &s, double loss) {
-  double scale = s.manifest.loss_scale() != 0 ? s.manifest.loss_scale() : 1.0;
-  int replicas = std::max(1, s.manifest.loss_replicas());
-  return loss * scale / replicas;
-}
-
 // The mean over data-parallel copies and `count` micro-batches of the copies'
 // losses, each the sum of its ranks' shares (`sum` is this rank's, summed
 // over its micro-batches; ranks without a loss contribute 0).
@@ -50,12 +42,7 @@ Expected<double> averageOverCopies(TrainerState &s, double sum, double count) {
 }
 
 Status backward(TrainerState &s, const at::Tensor &loss) {
-  at::Tensor scaled = loss;
-  double scale = s.manifest.loss_scale();
-  if (scale != 0 && scale != 1)
-    scaled = scaled * scale;
-  if (s.config.train.gradAccumulation > 1)
-    scaled = scaled / s.config.train.gradAccumulation; // as `loss / accum` in Python
+  at::Tensor scaled = lossForBackward(s, loss);
   if (!scaled.requires_grad())
     return errorf("rank{}.py: error: the loss does not depend on any trainable shard", s.env.rank);
   scaled.backward();
@@ -103,16 +90,12 @@ Expected<double> pipelineStep(TrainerState &s, int64_t step) {
   return lossSum;
 }
 
-Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gradNorm) {
+// Every micro-batch's forward and backward in turn, the reducers armed for
+// the last backward (they overlap it). Returns the sum of the loss shares.
+Expected<double> microBatchesStep(TrainerState &s, int64_t step) {
   const int64_t accum = s.config.train.gradAccumulation;
   double lossSum = 0;
-  if (s.pipeline) {
-    auto sum = pipelineStep(s, step);
-    if (!sum)
-      return sum.status();
-    lossSum = *sum;
-  }
-  for (int64_t micro = 0; micro < accum && !s.pipeline; ++micro) {
+  for (int64_t micro = 0; micro < accum; ++micro) {
     for (auto &r : s.reducers)
       r->prepare(micro == accum - 1);
     NNSC_RETURN_IF_ERROR(syncBuffersBeforeForward(s));
@@ -126,6 +109,14 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
     // an in-place average before would fail autograd's version check.
     NNSC_RETURN_IF_ERROR(syncBuffersAfterForward(s));
   }
+  return lossSum;
+}
+
+Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gradNorm) {
+  const int64_t accum = s.config.train.gradAccumulation;
+  auto lossSum = s.pipeline ? pipelineStep(s, step) : microBatchesStep(s, step);
+  if (!lossSum)
+    return lossSum.status();
   for (auto &r : s.reducers)
     NNSC_RETURN_IF_ERROR(r->finish());
   auto norm = gradientNorm(s);
@@ -138,7 +129,7 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gra
   s.optimizer->zeroGrad();
   for (auto &z : s.zero)
     z->zeroGrad();
-  return averageOverCopies(s, lossSum, double(accum));
+  return averageOverCopies(s, *lossSum, double(accum));
 }
 
 Expected<double> validate(TrainerState &s) {
@@ -307,6 +298,22 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
 }
 
 } // namespace
+
+double lossShare(const TrainerState &s, double loss) {
+  double scale = s.manifest.loss_scale() != 0 ? s.manifest.loss_scale() : 1.0;
+  int replicas = std::max(1, s.manifest.loss_replicas());
+  return loss * scale / replicas;
+}
+
+at::Tensor lossForBackward(const TrainerState &s, const at::Tensor &loss) {
+  at::Tensor scaled = loss;
+  double scale = s.manifest.loss_scale();
+  if (scale != 0 && scale != 1)
+    scaled = scaled * scale;
+  if (s.config.train.gradAccumulation > 1)
+    scaled = scaled / s.config.train.gradAccumulation;
+  return scaled;
+}
 
 Status syncBuffersBeforeForward(TrainerState &s) {
   return forEachSync(s, [&](BufferSync &b) { return b.beforeForward(s.bufferPolicy); });

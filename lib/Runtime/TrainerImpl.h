@@ -134,6 +134,15 @@ Status syncBuffersBeforeForward(TrainerState &s);
 Status syncBuffersAfterForward(TrainerState &s);
 Status syncBuffersForCheckpoint(TrainerState &s);
 
+/// This rank's part of its copy's loss: a loss replicated over several ranks
+/// of the copy counts once, a partial loss (loss_scale) as its share.
+double lossShare(const TrainerState &s, double loss);
+
+/// What backward starts from for one micro-batch: the loss times the
+/// manifest's loss_scale, divided by the gradient accumulation (as `loss /
+/// accum` in Python).
+at::Tensor lossForBackward(const TrainerState &s, const at::Tensor &loss);
+
 /// Runs the program on one batch (DataFeed::batch's tensors); returns the
 /// loss output.
 Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> &inputs);

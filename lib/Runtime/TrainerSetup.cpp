@@ -8,6 +8,7 @@
 
 #include "TensorIO.h"
 #include "PipelineRunner.h"
+#include "nnsc/Runtime/PipelineManifest.h"
 #include "TrainerImpl.h"
 #include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Runtime/Threads.h"
@@ -32,6 +33,7 @@ Status loadManifest(TrainerState &s) {
   if (s.manifest.world_size() != s.env.worldSize)
     return errorf("{}: error: the program is for {} ranks but this job has {} (from {})", path,
                   s.manifest.world_size(), s.env.worldSize, s.env.source);
+  NNSC_RETURN_IF_ERROR(checkPipelineManifest(s.manifest, path));
   if (s.manifest.loss_output() < 0 && !s.manifest.has_pipeline())
     return errorf("{}: error: the program has no loss output to train on", path);
   s.shardInfo = shardsOfManifest(s.manifest);

@@ -194,3 +194,57 @@ TEST_CASE("formatBytes uses binary units", "[plan]") {
   CHECK(plan::formatBytes(1536) == "1.5 KiB");
   CHECK(plan::formatBytes(25.0 * 1024 * 1024) == "25.0 MiB");
 }
+
+TEST_CASE("pipelined plans: stages per node and their checks", "[plan][pipeline]") {
+  // linear (node 0) -> sum (node 1): stage 0 on device 0, stage 1 on device 1.
+  Graph g = linearGraph();
+  proto::Plan p = *plan::makePlan(g, dpOptions(1));
+  p.set_plan_ngpus(2);
+  p.set_runtime_ngpus(2);
+  p.clear_stages();
+  for (int s = 0; s < 2; ++s) {
+    proto::Stage *st = p.add_stages();
+    st->set_id(s);
+    st->add_devices(s);
+  }
+  p.mutable_nodes(1)->set_stage(1);
+  p.mutable_nodes(1)->set_devices(0, 1);
+  CHECK(plan::validatePlan(p, g).isOk());
+  CHECK(plan::physicalStages(p) == 2);
+  proto::Plan backwards = p;
+  backwards.mutable_nodes(0)->set_stage(1);
+  backwards.mutable_nodes(0)->set_devices(0, 1);
+  backwards.mutable_nodes(1)->set_stage(0);
+  backwards.mutable_nodes(1)->set_devices(0, 0);
+  CHECK_THAT(plan::validatePlan(backwards, g).message(),
+             Catch::Matchers::ContainsSubstring("in stage 0 reads tensor %"));
+  CHECK_THAT(plan::validatePlan(backwards, g).message(),
+             Catch::Matchers::ContainsSubstring("in the later stage 1"));
+  proto::Plan outside = p;
+  outside.mutable_nodes(1)->set_devices(0, 0);
+  CHECK(plan::validatePlan(outside, g).message() ==
+        "node 1 (aten::sum) is in stage 1 but placed on device 0, which the stage does not hold");
+  proto::Plan uneven = p;
+  uneven.set_plan_ngpus(3);
+  uneven.set_runtime_ngpus(3);
+  uneven.mutable_stages(1)->add_devices(2);
+  CHECK(plan::validatePlan(uneven, g).message() ==
+        "stage 1 has 2 devices but stage 0 has 1; pipeline stages must be equally wide");
+}
+
+TEST_CASE("pipeline options are checked before any work", "[plan][pipeline]") {
+  Graph g = linearGraph();
+  plan::PlanOptions o = dpOptions(2);
+  o.pipeline.stages = 2;
+  o.policy = "autodist";
+  CHECK_THAT(plan::makePlan(g, o).status().message(),
+             Catch::Matchers::ContainsSubstring("--pipeline-stages with policy 'autodist' is not "
+                                                "supported yet"));
+  o.policy = "pp";
+  // The graph has no numbered modules to cut at.
+  CHECK_THAT(plan::makePlan(g, o).status().message(),
+             Catch::Matchers::ContainsSubstring("the graph has no repeated modules"));
+  o.pipeline.stages = 0;
+  CHECK(plan::makePlan(g, o).status().message() ==
+        "error: impossible --pipeline-stages 0; expected 1 to 1024");
+}
