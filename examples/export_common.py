@@ -40,6 +40,9 @@ def parse_args(description, configs, default_config="default", attention=False, 
                    help="batch size of the sample inputs (default: per config)")
     p.add_argument("--eval", action="store_true",
                    help="trace in eval mode (default: train mode, dropout active)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="parameters, buffers and floating inputs in this dtype (bfloat16: the "
+                        "graph a mixed-precision run computes, for planning)")
     args = p.parse_args()
     if attention and args.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
         p.error("--attention sdpa: torch %s has no F.scaled_dot_product_attention" %
@@ -81,6 +84,11 @@ def export(model, specs, args):
     os.makedirs(args.out, exist_ok=True)
     device = "meta" if args.meta else "cpu"
     model.train(not args.eval)
+    dtype = getattr(args, "dtype", "float32")
+    if dtype != "float32":
+        model.to(getattr(torch, dtype))
+        specs = [dict(s, dtype=dtype) if getattr(torch, s["dtype"]).is_floating_point else s
+                 for s in specs]
     inputs = tuple(sample_input(s, device) for s in specs)
     t0 = time.time()
     # check_trace=False: dropout makes train-mode re-runs differ; meta tensors can't be compared.

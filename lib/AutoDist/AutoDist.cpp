@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "Internal.h"
 #include "Problem.h"
 #include "Repeats.h"
 #include "nnsc/Plan/Memory.h"
@@ -23,10 +24,6 @@
 #include "nnsc/Transform/StepCost.h"
 
 namespace nnsc::autodist {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -47,36 +44,45 @@ Expected<std::vector<int>> recomputeGroups(const ir::Graph &graph,
   return groups;
 }
 
-std::vector<plan::RecomputeSelector> firstInstances(const RepeatedBlocks &blocks, int count) {
-  if (count <= 0)
+std::vector<plan::RecomputeSelector> instancesSelector(const std::vector<std::string> &paths) {
+  if (paths.empty())
     return {};
   plan::RecomputeSelector sel;
   sel.kind = plan::RecomputeSelector::ModulePath;
-  for (int i = 0; i < count && i < static_cast<int>(blocks.paths.size()); ++i)
-    sel.patterns.push_back(blocks.paths[static_cast<size_t>(i)]);
+  sel.patterns = paths;
   return {sel};
 }
 
-Expected<proto::Plan> materialize(const ir::Graph &graph, const Built &built,
-                                  const std::vector<int> &choice, const Setting &s,
-                                  const Options &options) {
+int microBatchesFor(const Options &options, int dp) {
+  if (options.globalBatch <= 0)
+    return options.microBatches;
+  return options.globalBatch % dp == 0 ? options.globalBatch / dp : 0;
+}
+
+const OpOption &chosenOption(const Built &built, const std::vector<int> &choice, size_t k) {
+  int decision = built.decisionOf[k];
+  return built.options[k][static_cast<size_t>(
+      built.optionOf[k][static_cast<size_t>(choice[static_cast<size_t>(decision)])])];
+}
+
+Expected<proto::Plan> materialize(const ir::Graph &graph, const PlanShape &shape,
+                                  const std::function<const OpOption &(size_t)> &optionOf,
+                                  const std::vector<int> &recomputeGroup) {
   proto::Plan plan;
   plan.set_format_version(plan::kPlanFormatVersion);
   plan.set_policy("autodist");
-  plan.set_plan_ngpus(s.planNgpus);
-  plan.set_runtime_ngpus(options.runtimeNgpus);
-  plan.set_micro_batches(options.microBatches);
-  plan.set_zero(s.zero);
+  plan.set_plan_ngpus(shape.planNgpus);
+  plan.set_runtime_ngpus(shape.runtimeNgpus);
+  plan.set_micro_batches(shape.microBatches);
+  plan.set_zero(shape.zero);
   proto::Stage *stage = plan.add_stages();
   stage->set_id(0);
-  std::vector<int> devices = plan::firstDevices(s.planNgpus);
+  std::vector<int> devices = plan::firstDevices(shape.planNgpus);
   for (int d : devices)
     stage->add_devices(d);
   for (size_t k = 0; k < graph.nodes().size(); ++k) {
     const ir::Node &node = graph.nodes()[k];
-    int decision = built.decisionOf[k];
-    const OpOption &o = built.options[k][static_cast<size_t>(
-        built.optionOf[k][static_cast<size_t>(choice[static_cast<size_t>(decision)])])];
+    const OpOption &o = optionOf(k);
     proto::NodePlan np = plan::replicateNode(node, devices, "autodist");
     if (!o.ident.empty()) {
       auto split =
@@ -85,17 +91,12 @@ Expected<proto::Plan> materialize(const ir::Graph &graph, const Built &built,
         return split.status();
       np = split.take();
     }
-    if (!s.recomputeGroup.empty())
-      np.set_recompute_group(s.recomputeGroup[k]);
+    if (!recomputeGroup.empty())
+      np.set_recompute_group(recomputeGroup[k]);
     *plan.add_nodes() = std::move(np);
   }
   return plan;
 }
-
-struct Priced {
-  double step = 0;
-  double memory = 0;
-};
 
 // The plan's exact prices: partitioned, every device's step and memory.
 Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
@@ -118,9 +119,14 @@ Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
     return steps.status();
   Priced p;
   for (const cost::StepBreakdown &b : *steps)
-    p.step = std::max(p.step, b.total());
-  for (const cost::DeviceMemory &m : plan::estimateMemory(graph, plan, step.memory))
+    if (b.total() > p.step) {
+      p.step = b.total();
+      p.bubble = b.bubbleSeconds;
+    }
+  for (const cost::DeviceMemory &m : plan::estimateMemory(graph, plan, step.memory)) {
+    p.deviceMemory.push_back(m.total());
     p.memory = std::max(p.memory, m.total());
+  }
   return p;
 }
 
@@ -148,10 +154,20 @@ int64_t largestFrontier(const search::Problem &p) {
   return largest;
 }
 
-struct Outcome {
-  Trial trial;
-  proto::Plan plan;
-};
+namespace {
+
+// "2 device(s) per copy", or per pipeline stage.
+std::string where(const Trial &t) {
+  return t.stages > 1 ? fmt::format("{} pipeline stages of {} device(s)", t.stages, t.planNgpus)
+                      : fmt::format("{} device(s) per copy", t.planNgpus);
+}
+
+std::vector<plan::RecomputeSelector> firstInstances(const RepeatedBlocks &blocks, int count) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < count && i < static_cast<int>(blocks.paths.size()); ++i)
+    paths.push_back(blocks.paths[static_cast<size_t>(i)]);
+  return instancesSelector(paths);
+}
 
 // The constrained op whose rules raise its smallest option the most, for
 // the message when nothing fits: "" when no constraint costs memory.
@@ -249,7 +265,10 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
       t.why = sol.status().message();
       break;
     }
-    auto plan = materialize(graph, built, sol->choice, setting, options);
+    PlanShape shape{setting.planNgpus, options.runtimeNgpus, setting.microBatches, setting.zero};
+    auto plan = materialize(
+        graph, shape, [&](size_t k) -> const OpOption & { return chosenOption(built, sol->choice, k); },
+        setting.recomputeGroup);
     if (!plan) {
       t.why = plan.status().message();
       break;
@@ -275,7 +294,8 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
     if (dpLimit <= 0)
       break;
   }
-  t.secondsPerSample = t.stepSeconds / t.dp;
+  t.microBatches = setting.microBatches;
+  t.secondsPerSample = t.stepSeconds / (t.dp * t.microBatches);
   t.searchSeconds = secondsSince(t0);
   return out;
 }
@@ -298,8 +318,9 @@ Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Op
   po.policy = policy;
   po.runtimeNgpus = options.runtimeNgpus;
   po.planNgpus = setting.planNgpus;
-  po.microBatches = options.microBatches;
+  po.microBatches = setting.microBatches;
   po.zero = setting.zero;
+  t.microBatches = setting.microBatches;
   auto plan = plan::makePlan(graph, po);
   if (!plan) {
     t.why = plan.status().message();
@@ -325,7 +346,7 @@ Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Op
   }
   t.stepSeconds = priced->step;
   t.memoryBytes = priced->memory;
-  t.secondsPerSample = t.stepSeconds / t.dp;
+  t.secondsPerSample = t.stepSeconds / (t.dp * t.microBatches);
   t.fits = priced->memory <= limit;
   if (!t.fits)
     t.why = "needs " + plan::formatBytes(priced->memory) + " per device";
@@ -393,7 +414,12 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
   };
   RelayoutCache cache(cluster);
   for (int T : sizes) {
+    if (options.pipelineStages > 0)
+      break; // pipelines only
     int dp = N / T;
+    int micro = microBatchesFor(options, dp);
+    if (micro < 1)
+      continue; // the global batch does not split over dp copies
     std::vector<int> zeros;
     if (options.zero >= 0)
       zeros = {options.zero};
@@ -406,6 +432,7 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
       s.planNgpus = T;
       s.dp = dp;
       s.zero = z;
+      s.microBatches = micro;
       std::vector<plan::RecomputeSelector> chosenRecompute = named;
       auto groups = recomputeGroups(graph, named);
       if (!groups)
@@ -462,6 +489,15 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
     }
   }
 
+  if (options.pipelineStages != 0) {
+    auto piped = searchPipelines(graph, cluster, options, result.memLimit, cache, blocks,
+                                 options.constraints ? &constrained : nullptr);
+    if (!piped)
+      return piped.status();
+    for (Outcome &o : *piped)
+      keep(std::move(o));
+  }
+
   for (size_t i = 0; i < result.trials.size(); ++i) {
     const Trial &t = result.trials[i];
     if (!t.fits)
@@ -501,18 +537,21 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
   const Trial &c = result.trials[static_cast<size_t>(result.chosen)];
   if (c.zero > 0 && options.zero < 0)
     result.notes.push_back(fmt::format(
-        "ZeRO-1: without it no plan over {} device(s) per copy fits {} per device",
-        c.planNgpus, plan::formatBytes(result.memLimit)));
+        "ZeRO-1: without it no plan over {} fits {} per device", where(c),
+        plan::formatBytes(result.memLimit)));
   if (c.recomputeLayers > 0 && options.recompute == Options::Recompute::Auto) {
     int fewest = c.recomputeLayers;
     for (const Trial &t : result.trials)
-      if (t.fits && t.source == "search" && t.planNgpus == c.planNgpus && t.zero == c.zero)
+      if (t.fits && t.source == "search" && t.planNgpus == c.planNgpus && t.stages == c.stages &&
+          t.zero == c.zero)
         fewest = std::min(fewest, t.recomputeLayers);
     result.notes.push_back(fmt::format(
-        "recompute {} of {} {} instances: without recompute no plan over {} device(s) per copy "
-        "fits {} per device; {} is the fewest that fit{}",
-        c.recomputeLayers, blocks.paths.size(), blocks.cls, c.planNgpus,
-        plan::formatBytes(result.memLimit), fewest,
+        "recompute {} of {} {} instances: without recompute no plan over {} fits {} per device; "
+        "{}{}",
+        c.recomputeLayers, blocks.paths.size(), blocks.cls, where(c),
+        plan::formatBytes(result.memLimit),
+        c.stages > 1 ? "each stage recomputes the fewest of its own that fit"
+                     : fmt::format("{} is the fewest that fit", fewest),
         fewest < c.recomputeLayers ? fmt::format(", {} the fastest", c.recomputeLayers) : ""));
   }
   result.plan = std::move(plans[static_cast<size_t>(result.chosen)]);

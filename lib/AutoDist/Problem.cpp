@@ -240,8 +240,9 @@ struct Raw {
 Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,
              const Setting &s, RelayoutCache &cache) {
   const int n = s.planNgpus;
-  const double micro = options.microBatches;
+  const double micro = s.microBatches > 0 ? s.microBatches : options.microBatches;
   const auto &nodes = graph.nodes();
+  auto planned = [&](size_t k) { return s.inStage.empty() || s.inStage[k]; };
   std::vector<bool> flow = cost::gradientFlow(graph);
   StateBytes sb = stateBytes(options, s);
 
@@ -249,25 +250,30 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
   std::map<int64_t, std::pair<size_t, size_t>> producer; // tensor -> (node index, output)
   std::map<int64_t, std::pair<size_t, size_t>> holder;   // state -> (first node, input)
   for (size_t k = 0; k < nodes.size(); ++k) {
+    if (!planned(k))
+      continue; // another stage's: what it writes arrives, its state is held apart
     for (size_t o = 0; o < nodes[k].outputs.size(); ++o)
       producer[nodes[k].outputs[o]] = {k, o};
     for (size_t i = 0; i < nodes[k].inputs.size(); ++i)
       if (isState(graph.tensor(nodes[k].inputs[i])))
         holder.emplace(nodes[k].inputs[i], std::make_pair(k, i));
   }
-  // What a recompute group keeps: its inputs from outside the group.
+  // What a recompute group keeps: its inputs from outside the group, each
+  // tensor once however many of its ops (or later groups: a mask, the
+  // rotary tables) read it.
   std::map<int, double> groupKeeps;
   std::map<int, size_t> groupFirst;
+  std::set<int64_t> kept;
   for (size_t k = 0; k < nodes.size(); ++k) {
     int g = s.recomputeGroup.empty() ? -1 : s.recomputeGroup[k];
-    if (g < 0)
+    if (g < 0 || !planned(k))
       continue;
     groupFirst.emplace(g, k);
     for (int64_t t : nodes[k].inputs) {
       const ir::Tensor &tensor = graph.tensor(t);
       auto p = producer.find(t);
       bool inside = p != producer.end() && s.recomputeGroup[p->second.first] == g;
-      if (!inside && !isState(tensor))
+      if (!inside && !isState(tensor) && kept.insert(t).second)
         groupKeeps[g] += static_cast<double>(ir::numel(tensor.shape) * ir::dtypeSize(tensor.dtype));
     }
   }
@@ -299,7 +305,7 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
     return sec ? *sec / bucket : 0.0;
   };
   const double reduceInCopy = perByte(ranksOf(0, 1, n));
-  const double reduceOverCopies = perByte(ranksOf(0, n, s.dp));
+  const double reduceOverCopies = perByte(ranksOf(0, n * s.stages, s.dp));
 
   Raw raw;
   Built &b = raw.b;
@@ -310,6 +316,13 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
   b.constraintRaise.assign(nodes.size(), 0.0);
   for (size_t k = 0; k < nodes.size(); ++k) {
     const ir::Node &node = nodes[k];
+    raw.sources[k].resize(node.inputs.size());
+    b.problem.nodeNames[k] = plan::describeNode(node);
+    if (!planned(k)) {
+      b.options[k] = enumerateOptions(graph, node, n, true, nullptr);
+      b.problem.nodes[k].assign(b.options[k].size(), search::Option{0, 0, "replicate"});
+      continue;
+    }
     bool only = !s.replicateOnly.empty() && s.replicateOnly[k];
     // An op that no gradient passes and that reads no weight (masks,
     // positions, rotary tables) is cheap and its whole result cuts locally
@@ -319,13 +332,11 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
       carriesGrad = carriesGrad || flow[static_cast<size_t>(t)];
     for (int64_t t : node.inputs)
       readsWeight = readsWeight || graph.tensor(t).kind == ir::TensorKind::Param;
-    raw.sources[k].resize(node.inputs.size());
     const plan::NodeConstraint *nc =
         s.constraints && (*s.constraints)[k].constrained() ? &(*s.constraints)[k] : nullptr;
     // A constrained op is searched whatever the heuristics say.
     b.options[k] =
         enumerateOptions(graph, node, n, only || (!nc && !carriesGrad && !readsWeight), nc);
-    b.problem.nodeNames[k] = plan::describeNode(node);
     int group = s.recomputeGroup.empty() ? -1 : s.recomputeGroup[k];
     for (const OpOption &o : b.options[k]) {
       int parts = o.ident.empty() ? 1 : n;
@@ -366,6 +377,7 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
       } else if (groupFirst[group] == k) {
         opt.memory += groupKeeps[group];
       }
+      opt.memory *= s.inFlight; // activations only: the weights follow
       // Weights this option holds first: their bytes, and their gradients'
       // reductions (inside the copy when the weight is whole on every part,
       // and over the data-parallel copies).
@@ -413,6 +425,8 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
   };
   for (size_t k = 0; k < nodes.size(); ++k) {
     const ir::Node &node = nodes[k];
+    if (!planned(k))
+      continue;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       int64_t t = node.inputs[i];
       const ir::Tensor &tensor = graph.tensor(t);

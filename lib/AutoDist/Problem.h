@@ -26,6 +26,13 @@ struct Setting {
   std::vector<bool> replicateOnly;
   /// Per node: what the constraints file leaves it (empty: no file).
   const std::vector<plan::NodeConstraint> *constraints = nullptr;
+  /// Pipelines: the nodes of the one stage this problem plans (empty: every
+  /// node). The others keep one whole option at no price; what they write
+  /// arrives here as an input, and state is held by its first reader here.
+  std::vector<bool> inStage;
+  int stages = 1;        ///< physical stages: copies' ranks are stages x planNgpus apart
+  int microBatches = 0;  ///< per step (0: Options::microBatches)
+  double inFlight = 1;   ///< micro-batches whose activations the stage holds at once
 };
 
 /// One option of one op: replicate (ident empty) or a split over the copy.

@@ -30,8 +30,8 @@ void printReport(const Result &result, const ir::Graph &graph, const cost::Clust
   os << fmt::format("autodist on {} ({} per device, limit {}): {} configurations in {:.2f} s\n",
                     cluster.device.name, plan::formatBytes(cluster.device.memoryBytes),
                     plan::formatBytes(result.memLimit), result.trials.size(), result.totalSeconds);
-  os << "  tp x dp  zero  recompute  source  decisions  frontier  step        per sample  memory      "
-        "search   \n";
+  os << "  pp x tp x dp  micro  zero  recompute  source  decisions  frontier  step        per "
+        "sample  memory      search   \n";
   for (size_t i = 0; i < result.trials.size(); ++i) {
     const Trial &t = result.trials[i];
     bool chosen = static_cast<int>(i) == result.chosen;
@@ -39,9 +39,10 @@ void printReport(const Result &result, const ir::Graph &graph, const cost::Clust
     std::string per = t.secondsPerSample > 0 ? formatSeconds(t.secondsPerSample) : "-";
     std::string mem = t.memoryBytes > 0 ? plan::formatBytes(t.memoryBytes) : "-";
     std::string search = t.source == "search" ? fmt::format("{:.2f} s", t.searchSeconds) : "-";
-    os << fmt::format("{} {:>2} x {:<3} {:>4}  {:>9}  {:<6}  {:>9}  {:>8}  {:<10}  {:<10}  {:<10}  "
-                      "{:<8} {}\n",
-                      chosen ? "*" : " ", t.planNgpus, t.dp, t.zero, t.recomputeLayers, t.source,
+    os << fmt::format("{} {:>2} x {:>2} x {:<3} {:>5}  {:>4}  {:>9}  {:<6}  {:>9}  {:>8}  {:<10}  "
+                      "{:<10}  {:<10}  {:<8} {}\n",
+                      chosen ? "*" : " ", t.stages, t.planNgpus, t.dp, t.microBatches, t.zero,
+                      t.recomputeLayers, t.source,
                       t.source == "search" ? std::to_string(t.decisions) : "-",
                       t.source == "search" ? std::to_string(t.states) : "-", step, per, mem,
                       search, t.fits ? "fits" : verdict(t.why));
@@ -49,9 +50,16 @@ void printReport(const Result &result, const ir::Graph &graph, const cost::Clust
   if (result.chosen < 0)
     return;
   const Trial &c = result.trials[static_cast<size_t>(result.chosen)];
-  os << fmt::format("chosen: {} device(s) per copy x {} copies, zero {}, {} recomputed {}, from {}; "
+  std::string shape =
+      c.stages > 1
+          ? fmt::format("{} pipeline stages ({} micro-batches, {} of {} waiting in the schedule) "
+                        "x {} device(s) per stage",
+                        c.stages, c.microBatches, formatSeconds(c.bubbleSeconds),
+                        formatSeconds(c.stepSeconds), c.planNgpus)
+          : fmt::format("{} device(s) per copy", c.planNgpus);
+  os << fmt::format("chosen: {} x {} copies, zero {}, {} recomputed {}, from {}; "
                     "predicted step {}, {} per device\n",
-                    c.planNgpus, c.dp, c.zero, c.recomputeLayers,
+                    shape, c.dp, c.zero, c.recomputeLayers,
                     result.recomputeClass.empty() ? "groups" : result.recomputeClass, c.source,
                     formatSeconds(c.stepSeconds), plan::formatBytes(c.memoryBytes));
   for (const std::string &note : result.notes)

@@ -7,7 +7,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "nnsc/CodeGen/Program.h"
-#include "nnsc/Transform/PipelineSchedule.h"
+#include "nnsc/Plan/PipelineSchedule.h"
 #include "nnsc/Support/File.h"
 
 namespace nnsc::codegen {
@@ -159,9 +159,9 @@ void fillPipeTensors(const ir::Graph &graph, const std::vector<PipeTensorSpec> &
 // A schedule's passes as steps: a forward receives its chunk's inputs first
 // and sends its outputs after; a backward receives the outputs' gradients
 // first and sends the inputs' after.
-void addSteps(const std::vector<transform::PipelinePass> &passes, const proto::Pipeline &p,
+void addSteps(const std::vector<plan::PipelinePass> &passes, const proto::Pipeline &p,
               google::protobuf::RepeatedPtrField<proto::PipeStep> &out) {
-  auto add = [&](proto::PipeStep::Kind kind, const transform::PipelinePass &pass) {
+  auto add = [&](proto::PipeStep::Kind kind, const plan::PipelinePass &pass) {
     proto::PipeStep &s = *out.Add();
     s.set_kind(kind);
     s.set_micro(pass.micro);
@@ -171,7 +171,7 @@ void addSteps(const std::vector<transform::PipelinePass> &passes, const proto::P
     return std::any_of(tensors.begin(), tensors.end(),
                        [](const proto::PipeTensor &t) { return t.requires_grad(); });
   };
-  for (const transform::PipelinePass &pass : passes) {
+  for (const plan::PipelinePass &pass : passes) {
     const proto::PipeChunk &chunk = p.chunks(pass.chunk);
     if (pass.forward) {
       if (chunk.recv_size() > 0)
@@ -204,10 +204,10 @@ void fillPipeline(const ir::Graph &graph, const RankLayout &layout, proto::Pipel
   }
   int chunks = static_cast<int>(layout.chunks.size());
   // layoutRank checked both schedules.
-  addSteps(*transform::pipelinePasses(layout.schedule, layout.stages, chunks,
+  addSteps(*plan::pipelinePasses(layout.schedule, layout.stages, chunks,
                                       layout.microBatches, layout.stage),
            p, *p.mutable_steps());
-  addSteps(*transform::pipelinePasses("forward", layout.stages, chunks, 1, layout.stage), p,
+  addSteps(*plan::pipelinePasses("forward", layout.stages, chunks, 1, layout.stage), p,
            *p.mutable_eval_steps());
 }
 

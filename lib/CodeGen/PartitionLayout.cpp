@@ -11,7 +11,7 @@
 #include "LayoutParts.h"
 #include "nnsc/Ops/KernelWrites.h"
 #include "nnsc/Ops/Randomness.h"
-#include "nnsc/Transform/PipelineSchedule.h"
+#include "nnsc/Plan/PipelineSchedule.h"
 
 namespace nnsc::codegen {
 
@@ -384,7 +384,7 @@ private:
     if (!holdsLoss)
       layout_.lossOutput = -1;
     for (const char *schedule : {layout_.schedule.c_str(), "forward"}) {
-      auto passes = transform::pipelinePasses(schedule, layout_.stages,
+      auto passes = plan::pipelinePasses(schedule, layout_.stages,
                                               static_cast<int>(mine.size()),
                                               std::string(schedule) == "forward" ? 1
                                                                                  : layout_.microBatches,

@@ -38,16 +38,23 @@ std::string groupDigits(int64_t n) {
 
 void printMemory(const std::vector<DeviceMemory> &memory, const MemoryOptions &options,
                  double capacity, std::ostream &os) {
+  bool pipelined = std::any_of(memory.begin(), memory.end(),
+                               [](const DeviceMemory &m) { return m.inFlight > 1; });
   os << fmt::format("memory per device (estimate: {} {}, zero {}; activations saved for "
-                    "backward of one micro-batch):\n",
+                    "backward of {}):\n",
                     precisionName(options.precision), optimizerName(options.optimizer),
-                    options.zero);
+                    options.zero,
+                    pipelined ? "the micro-batches a pipeline stage holds at once"
+                              : "one micro-batch");
   for (const DeviceMemory &m : memory) {
     os << fmt::format("  device {}: params {} ({} elements), grads {}, optimizer {}, "
                       "activations {}, transient {}; total {}",
                       m.device, formatBytes(m.paramBytes),
                       groupDigits(static_cast<int64_t>(m.paramElements)), formatBytes(m.gradBytes),
-                      formatBytes(m.optimizerBytes), formatBytes(m.activationBytes),
+                      formatBytes(m.optimizerBytes),
+                      formatBytes(m.activationBytes) +
+                          (m.inFlight > 1 ? fmt::format(" ({} micro-batches in flight)", m.inFlight)
+                                          : ""),
                       formatBytes(m.transientBytes), formatBytes(m.total()));
     if (capacity > 0)
       os << fmt::format(" of {} ({:.1f}%){}", formatBytes(capacity), 100 * m.total() / capacity,
@@ -66,11 +73,16 @@ void printStepTime(const std::vector<StepBreakdown> &steps, const DeviceSpec &de
   for (const StepBreakdown &s : steps) {
     os << fmt::format("  device {}: forward {} + comm {}, backward {} + comm {} (per "
                       "micro-batch); grad all-reduce {} in {} bucket{}, {} exposed; optimizer "
-                      "{}; step {}\n",
+                      "{}; {}step {}\n",
                       s.device, formatSeconds(s.forwardCompute), formatSeconds(s.forwardComm),
                       formatSeconds(s.backwardCompute), formatSeconds(s.backwardComm),
                       formatSeconds(s.gradReduce), s.buckets, s.buckets == 1 ? "" : "s",
                       formatSeconds(s.gradReduceExposed), formatSeconds(s.optimizer),
+                      s.scheduleSeconds > 0
+                          ? fmt::format("pipeline schedule {} ({} waiting); ",
+                                        formatSeconds(s.scheduleSeconds),
+                                        formatSeconds(s.bubbleSeconds))
+                          : "",
                       formatSeconds(s.total()));
     slowest = std::max(slowest, s.total());
   }

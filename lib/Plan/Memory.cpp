@@ -5,6 +5,8 @@
 #include <set>
 
 #include "nnsc/Plan/NodeSplit.h"
+#include "nnsc/Plan/Pipeline.h"
+#include "nnsc/Plan/PipelineSchedule.h"
 
 namespace nnsc::plan {
 
@@ -80,6 +82,32 @@ void addHoldings(const ir::Graph &graph, Holdings &held, std::vector<cost::Devic
   }
 }
 
+// A pipelined device holds the activations of every micro-batch whose
+// forward has run and whose backward has not: per chunk, one micro-batch's
+// saved tensors, summed over the schedule's passes at their peak.
+void holdInFlight(const proto::Plan &plan, const cost::DeviceLoad &load, int stages,
+                  const cost::MemoryOptions &options, cost::DeviceMemory &m) {
+  int chunks = std::max(1, plan.stages_size() / stages);
+  int physical = -1;
+  std::vector<cost::DeviceLoad> perChunk(static_cast<size_t>(chunks));
+  for (const cost::DevicePart &part : load.parts) {
+    int vs = plan.nodes(static_cast<int>(part.node)).stage();
+    physical = vs % stages;
+    perChunk[static_cast<size_t>(std::min(vs / stages, chunks - 1))].parts.push_back(part);
+  }
+  if (physical < 0)
+    return;
+  std::vector<double> saved;
+  for (const cost::DeviceLoad &chunk : perChunk)
+    saved.push_back(cost::deviceMemory(chunk, options).activationBytes);
+  auto passes = pipelinePasses(plan.schedule().empty() ? "1f1b" : plan.schedule(), stages, chunks,
+                               std::max(1, plan.micro_batches()), physical);
+  if (!passes) // validatePlan has checked the schedule
+    return;
+  m.activationBytes = peakActivations(*passes, saved);
+  m.inFlight = peakInFlight(*passes);
+}
+
 } // namespace
 
 std::vector<cost::DeviceLoad> deviceLoads(const ir::Graph &graph, const proto::Plan &plan) {
@@ -107,8 +135,13 @@ std::vector<cost::DeviceMemory> estimateMemory(const ir::Graph &graph, const pro
   options.zero = plan.zero();
   options.dpSize = plan.runtime_ngpus() / std::max(1, plan.plan_ngpus());
   std::vector<cost::DeviceMemory> memory;
-  for (const cost::DeviceLoad &load : deviceLoads(graph, plan))
-    memory.push_back(cost::deviceMemory(load, options));
+  const int stages = physicalStages(plan);
+  for (const cost::DeviceLoad &load : deviceLoads(graph, plan)) {
+    cost::DeviceMemory m = cost::deviceMemory(load, options);
+    if (stages > 1)
+      holdInFlight(plan, load, stages, options, m);
+    memory.push_back(m);
+  }
   return memory;
 }
 

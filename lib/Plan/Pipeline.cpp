@@ -156,15 +156,26 @@ Expected<std::vector<int64_t>> balancedCuts(const std::vector<double> &cost,
   return cuts;
 }
 
-Status applyPipeline(const ir::Graph &graph, const PipelineOptions &options, proto::Plan &plan) {
+Expected<std::vector<int64_t>> pipelineCuts(const ir::Graph &graph,
+                                            const PipelineOptions &options) {
   NNSC_RETURN_IF_ERROR(checkPipelineOptions(options));
-  const int S = options.stages, V = options.virtualStages, T = plan.plan_ngpus();
   auto starts = pivotStarts(graph, options.pivots);
   if (!starts)
     return starts.status();
-  auto cuts = balancedCuts(nodeCosts(graph), *starts, S * V);
+  return balancedCuts(nodeCosts(graph), *starts, options.stages * options.virtualStages);
+}
+
+Status applyPipeline(const ir::Graph &graph, const PipelineOptions &options, proto::Plan &plan) {
+  auto cuts = pipelineCuts(graph, options);
   if (!cuts)
     return cuts.status();
+  applyPipelineCuts(options, *cuts, plan);
+  return Status::ok();
+}
+
+void applyPipelineCuts(const PipelineOptions &options, const std::vector<int64_t> &cuts,
+                       proto::Plan &plan) {
+  const int S = options.stages, V = options.virtualStages, T = plan.plan_ngpus();
   plan.clear_stages();
   for (int k = 0; k < S * V; ++k) {
     proto::Stage *stage = plan.add_stages();
@@ -174,7 +185,7 @@ Status applyPipeline(const ir::Graph &graph, const PipelineOptions &options, pro
   }
   int k = 0;
   for (proto::NodePlan &np : *plan.mutable_nodes()) {
-    while (k + 1 < S * V && np.node() >= (*cuts)[static_cast<size_t>(k) + 1])
+    while (k + 1 < S * V && np.node() >= cuts[static_cast<size_t>(k) + 1])
       ++k;
     np.set_stage(k);
     for (int &d : *np.mutable_devices())
@@ -183,7 +194,6 @@ Status applyPipeline(const ir::Graph &graph, const PipelineOptions &options, pro
   plan.set_plan_ngpus(S * T);
   plan.set_runtime_ngpus(plan.runtime_ngpus() * S);
   plan.set_schedule(options.schedule);
-  return Status::ok();
 }
 
 int physicalStages(const proto::Plan &plan) {

@@ -43,8 +43,8 @@ Status checkOptions(const PlanOptions &options) {
   if (options.policy == "pp" && options.pipeline.stages < 2)
     return errorf("error: policy 'pp' needs --pipeline-stages S (2 or more)");
   if (options.pipeline.stages > 1 && options.policy == "autodist")
-    return errorf("error: --pipeline-stages with policy 'autodist' is not supported yet; "
-                  "use --policy pp, tp or hybrid with --pipeline-stages");
+    return errorf("error: policy 'autodist' takes --pipeline auto|S (it chooses the stages' "
+                  "devices and cuts), not --pipeline-stages");
   if (options.microBatches <= 0 || options.microBatches > kMaxMicroBatches)
     return errorf("error: impossible --micro-batches {}; expected 1 to {}", options.microBatches,
                   kMaxMicroBatches);
@@ -108,7 +108,8 @@ Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &option
   plan->set_format_version(kPlanFormatVersion);
   plan->set_graph(options.graphPath);
   plan->set_graph_fingerprint(graphFingerprint(graph));
-  plan->set_micro_batches(options.microBatches);
+  if (options.policy != "autodist") // the search chose its own (--global-batch)
+    plan->set_micro_batches(options.microBatches);
   if (!options.recomputeModules.empty()) {
     RecomputeSelector classes;
     classes.kind = RecomputeSelector::ModuleClass;

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "nnsc/Plan/Memory.h"
+#include "nnsc/Plan/Pipeline.h"
+#include "nnsc/Plan/PipelineSchedule.h"
 
 namespace nnsc::transform {
 
@@ -55,9 +57,9 @@ void addAdapterCalls(const ir::Graph &graph, const PartitionedGraph &pg,
         for (int d : members) {
           auto &comm = inputs[static_cast<size_t>(d)].comm;
           if (auto c = collectiveOf(op.forward))
-            comm.push_back({*c, bytes, members, false});
+            comm.push_back({*c, bytes, members, false, a.stage});
           if (auto c = collectiveOf(op.backward); c && a.needsGrad)
-            comm.push_back({*c, bytes, members, true});
+            comm.push_back({*c, bytes, members, true, a.stage});
         }
       }
 }
@@ -106,6 +108,85 @@ void addGrads(const ir::Graph &graph, const proto::Plan &plan, const Partitioned
   }
 }
 
+// One virtual stage's share of a device's input: its parts and collectives.
+cost::StepInput stageShare(const cost::StepInput &in, const proto::Plan &plan, int stage) {
+  cost::StepInput out;
+  out.device = in.device;
+  for (size_t i = 0; i < in.parts.size(); ++i)
+    if (plan.nodes(static_cast<int>(in.parts[i].node->id)).stage() == stage) {
+      out.parts.push_back(in.parts[i]);
+      out.recomputed.push_back(i < in.recomputed.size() && in.recomputed[i]);
+    }
+  for (const cost::CommCall &c : in.comm)
+    if (c.stage == stage)
+      out.comm.push_back(c);
+  return out;
+}
+
+// A pipelined plan: per virtual stage the slowest device's passes, per
+// crossing the send/recv of each activation piece (the pieces of one tensor
+// travel in parallel, one pair of devices each), then every stage's schedule
+// run against the others.
+Expected<std::vector<cost::StepBreakdown>>
+pipelinedStep(const ir::Graph &graph, const proto::Plan &plan, const PartitionedGraph &pg,
+              const cost::Cluster &cluster, const cost::StepOptions &options,
+              const std::vector<cost::StepInput> &inputs, std::vector<cost::StepBreakdown> out) {
+  const int stages = plan::physicalStages(plan);
+  const int virtualStages = plan.stages_size();
+  const int chunks = virtualStages / stages;
+  const int micro = std::max(1, plan.micro_batches());
+  plan::PassSeconds seconds;
+  seconds.forward.assign(static_cast<size_t>(virtualStages), 0.0);
+  seconds.backward.assign(static_cast<size_t>(virtualStages), 0.0);
+  seconds.transfer.assign(static_cast<size_t>(virtualStages - 1), 0.0);
+  std::vector<int> physicalOf(inputs.size(), 0);
+  for (int vs = 0; vs < virtualStages; ++vs)
+    for (int d : plan.stages(vs).devices()) {
+      physicalOf[static_cast<size_t>(d)] = vs % stages;
+      auto share = cost::stepTime(stageShare(inputs[static_cast<size_t>(d)], plan, vs), cluster,
+                                  options);
+      if (!share)
+        return share.status();
+      size_t k = static_cast<size_t>(vs);
+      seconds.forward[k] = std::max(seconds.forward[k], share->forwardCompute + share->forwardComm);
+      seconds.backward[k] =
+          std::max(seconds.backward[k], share->backwardCompute + share->backwardComm);
+    }
+  for (const StageTransfer &t : pg.transfers) {
+    if (t.to < 1 || t.to > virtualStages - 1 || t.source.numDevices() == 0)
+      continue;
+    int64_t bytes = t.source.pieceElements() * ir::dtypeSize(graph.tensor(t.tensor).dtype);
+    auto sec = cluster.commTime(cost::Collective::SendRecv, bytes,
+                                {t.source.devices().front(), t.target.devices().front()});
+    if (!sec)
+      return sec.status();
+    seconds.transfer[static_cast<size_t>(t.to - 1)] += *sec;
+  }
+  std::vector<std::vector<plan::PipelinePass>> perStage;
+  for (int p = 0; p < stages; ++p) {
+    auto passes = plan::pipelinePasses(plan.schedule().empty() ? "1f1b" : plan.schedule(), stages,
+                                       chunks, micro, p);
+    if (!passes)
+      return passes.status();
+    perStage.push_back(passes.take());
+  }
+  auto finish = plan::timeSchedules(perStage, chunks, micro, seconds);
+  if (!finish)
+    return finish.status();
+  for (cost::StepBreakdown &b : out) {
+    int p = physicalOf[static_cast<size_t>(b.device)];
+    double busy = 0;
+    for (int c = 0; c < chunks; ++c) {
+      size_t k = static_cast<size_t>(c * stages + p);
+      busy += micro * (seconds.forward[k] + seconds.backward[k]);
+    }
+    b.scheduleSeconds = (*finish)[static_cast<size_t>(p)];
+    b.bubbleSeconds = std::max(0.0, b.scheduleSeconds - busy);
+    b.gradReduceExposed = b.gradReduce; // the reducers run after the schedule
+  }
+  return out;
+}
+
 } // namespace
 
 std::vector<cost::StepInput> stepInputs(const ir::Graph &graph, const proto::Plan &plan,
@@ -130,12 +211,15 @@ estimateStep(const ir::Graph &graph, const proto::Plan &plan, const PartitionedG
   options.microBatches = std::max(1, plan.micro_batches());
   options.memory.zero = plan.zero();
   std::vector<cost::StepBreakdown> out;
-  for (const cost::StepInput &in : stepInputs(graph, plan, pg)) {
+  std::vector<cost::StepInput> inputs = stepInputs(graph, plan, pg);
+  for (const cost::StepInput &in : inputs) {
     auto s = cost::stepTime(in, cluster, options);
     if (!s)
       return s.status();
     out.push_back(*s);
   }
+  if (plan::physicalStages(plan) > 1)
+    return pipelinedStep(graph, plan, pg, cluster, options, inputs, std::move(out));
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "nnsc/AutoDist/AutoDist.h"
 #include "nnsc/Cost/Report.h"
 #include "nnsc/Plan/Constraints.h"
+#include "nnsc/Plan/Pipeline.h"
 #include "nnsc/Plan/PlanIO.h"
 #include "nnsc/Support/ToolMain.h"
 #include "nnsc/Transform/CommReport.h"
@@ -103,7 +104,8 @@ static int toolMain(int argc, char **argv) {
   nnsc::plan::PlanOptions opts;
   std::string input, graphOverride;
   nnsc::plan::PlanOutputs outputs;
-  std::string zeroText, planNgpusText, recomputeText, memLimitText, constraintsPath;
+  std::string zeroText, planNgpusText, recomputeText, memLimitText, constraintsPath, pipelineText;
+  int globalBatch = 0;
   bool print = false, eachLayer = false;
   uint64_t seed = 0;
   app.add_option("input", input, "graph.pb to plan, or plan.pb to print with --print")->required();
@@ -150,6 +152,14 @@ static int toolMain(int argc, char **argv) {
   app.add_flag("--solve-each-layer", eachLayer,
                "autodist: search every layer on its own (layers may differ; slower) instead of "
                "solving the repeated blocks once");
+  app.add_option("--pipeline", pipelineText,
+                 "autodist: pipeline stages: auto (also try every stage count the devices and "
+                 "layers allow, beside none) or a number S; the stages' devices, cuts and plans "
+                 "are searched (--schedule, --virtual-stages, --pipeline-pivots apply)");
+  app.add_option("--global-batch", globalBatch,
+                 "autodist: samples per optimizer step over all copies, in traced micro-batches: "
+                 "a configuration of dp copies runs global/dp micro-batches per copy (default: "
+                 "--micro-batches per copy)");
   app.add_option("--constraints", constraintsPath,
                  "autodist: a constraints file (YAML; docs/autodist.md): the splits each op may "
                  "take");
@@ -194,13 +204,33 @@ static int toolMain(int argc, char **argv) {
     for (auto [flag, text] :
          {std::pair<const char *, std::string *>{"--recompute", &recomputeText},
           std::pair<const char *, std::string *>{"--mem-limit", &memLimitText},
-          std::pair<const char *, std::string *>{"--constraints", &constraintsPath}})
+          std::pair<const char *, std::string *>{"--constraints", &constraintsPath},
+          std::pair<const char *, std::string *>{"--pipeline", &pipelineText}})
       if (!text->empty()) {
         std::cerr << "error: " << flag << " needs --policy autodist\n";
         return 1;
       }
   if (opts.planNgpus < 0) // auto
     opts.planNgpus = 0;
+  if (globalBatch != 0 && (!autodist || globalBatch < 1 || globalBatch > 1 << 20)) {
+    std::cerr << (autodist ? nnsc::errorf("error: impossible --global-batch {}; expected 1 to {}",
+                                          globalBatch, 1 << 20)
+                                 .message()
+                           : std::string("error: --global-batch needs --policy autodist"))
+              << '\n';
+    return 1;
+  }
+  int pipelineStages = 0;
+  if (!pipelineText.empty()) {
+    auto v = autoOrInt("--pipeline", pipelineText);
+    if (v && ((*v <= 0 && pipelineText != "auto") || *v > 1024))
+      v = nnsc::errorf("error: impossible --pipeline {}; expected auto or 1 to 1024", pipelineText);
+    if (!v) {
+      std::cerr << v.status().message() << '\n';
+      return static_cast<int>(v.status().kind());
+    }
+    pipelineStages = *v < 0 ? -1 : (*v == 1 ? 0 : *v);
+  }
 
   auto cluster = nnsc::cost::selectCluster(cf.cluster, cf.device, cf.comm, cf.devicesPerNode);
   auto optimizer = nnsc::cost::parseOptimizer(cf.optimizer);
@@ -233,6 +263,17 @@ static int toolMain(int argc, char **argv) {
     ad.memory = printOptions.memory;
     ad.graphPath = input;
     ad.foldRepeats = !eachLayer;
+    ad.globalBatch = globalBatch;
+    ad.pipelineStages = pipelineStages;
+    ad.schedule = opts.pipeline.schedule;
+    ad.virtualStages = opts.pipeline.virtualStages;
+    ad.pipelinePivots = opts.pipeline.pivots;
+    if (nnsc::Status st = nnsc::plan::checkPipelineOptions(
+            {std::max(2, pipelineStages), ad.virtualStages, ad.schedule, ad.pipelinePivots});
+        !st) {
+      std::cerr << st.message() << '\n';
+      return 1;
+    }
     if (!constraintsPath.empty()) {
       auto constraints = nnsc::plan::readConstraints(constraintsPath);
       if (!constraints) {

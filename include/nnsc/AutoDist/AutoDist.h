@@ -64,11 +64,25 @@ struct Options {
   /// A constraints file (Plan/Constraints.h): the options each op may take;
   /// the seed policies' plans must obey it too.
   std::optional<plan::Constraints> constraints;
+  /// Samples per optimizer step over every copy, in traced micro-batches; a
+  /// configuration of dp copies then runs globalBatch / dp micro-batches per
+  /// copy (fewer copies, more micro-batches: a smaller pipeline bubble).
+  /// 0: microBatches per copy whatever the copies.
+  int globalBatch = 0;
+  /// Pipeline stages: 0 none; -1 choose (every count dividing the devices
+  /// that the pivots allow, beside no pipeline); S exactly S.
+  int pipelineStages = 0;
+  /// The pipeline's schedule (1f1b, gpipe, interleaved with virtualStages).
+  std::string schedule = "1f1b";
+  int virtualStages = 1;
+  std::vector<std::string> pipelinePivots; ///< empty: the most-numbered module class
 };
 
 /// One configuration the search tried, with its exact prices.
 struct Trial {
-  int planNgpus = 1;
+  int planNgpus = 1; ///< devices per copy, or per pipeline stage
+  int stages = 1;    ///< pipeline stages (each planNgpus devices)
+  int microBatches = 1; ///< per copy and step
   int dp = 1;
   int zero = 0;
   int recomputeLayers = 0; ///< module instances recomputed
@@ -76,7 +90,9 @@ struct Trial {
   bool fits = false;
   std::string why;              ///< when it does not fit or failed: the reason
   double stepSeconds = 0;       ///< predicted step (slowest device)
-  double secondsPerSample = 0;  ///< step / (dp copies): what configurations are compared on
+  /// step / (micro-batches x dp copies): what configurations are compared on
+  double secondsPerSample = 0;
+  double bubbleSeconds = 0; ///< pipelines: the slowest device's waiting in its schedule
   double memoryBytes = 0;       ///< the largest device's estimate
   double searchSeconds = 0;     ///< building and solving this configuration
   int ops = 0;                  ///< graph nodes

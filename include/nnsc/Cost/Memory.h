@@ -69,7 +69,10 @@ struct DeviceMemory {
   double paramBytes = 0;
   double gradBytes = 0;
   double optimizerBytes = 0;
-  double activationBytes = 0; ///< saved for backward, one micro-batch
+  /// Saved for backward: one micro-batch, or in a pipeline the most its
+  /// schedule keeps alive at once (inFlight micro-batches, over its chunks).
+  double activationBytes = 0;
+  int inFlight = 1;
   double transientBytes = 0;  ///< the largest backward working set on top
   /// Dropout mask elements in activations and transient, at one byte each
   /// there (OpCost.h Saved::maskElements).

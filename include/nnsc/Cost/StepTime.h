@@ -21,6 +21,7 @@ struct CommCall {
   int64_t bytes = 0;      ///< per rank, nccl-tests' size (CommTable.h)
   std::vector<int> ranks; ///< the group, global ranks
   bool backward = false;  ///< runs in the backward pass
+  int stage = 0;          ///< the pipeline (virtual) stage whose pass runs it
 };
 
 /// A gradient the device reduces after backward (a reducer's shard).
@@ -61,7 +62,14 @@ struct StepBreakdown {
   double optimizer = 0;
   int buckets = 0;
   int microBatches = 1;
+  /// Pipelined plans: when this device's stage finishes its schedule (every
+  /// micro-batch's passes, the waits for other stages and the transfers
+  /// between them); its reducers run after it, not overlapped. 0 otherwise.
+  double scheduleSeconds = 0;
+  double bubbleSeconds = 0; ///< of scheduleSeconds, the time the stage waits
   double total() const {
+    if (scheduleSeconds > 0)
+      return scheduleSeconds + gradReduceExposed + optimizer;
     return microBatches * (forwardCompute + backwardCompute + forwardComm + backwardComm) +
            gradReduceExposed + optimizer;
   }

@@ -45,6 +45,17 @@ Status checkPipelineOptions(const PipelineOptions &options);
 /// stages need, a pivot class the graph lacks.
 Status applyPipeline(const ir::Graph &graph, const PipelineOptions &options, proto::Plan &plan);
 
+/// The cuts applyPipeline makes: the node ids that begin each of the S x v
+/// virtual stages (the first is 0), at pivot starts, balancing the nodes'
+/// forward and backward cost. Errors: as applyPipeline's.
+Expected<std::vector<int64_t>> pipelineCuts(const ir::Graph &graph,
+                                            const PipelineOptions &options);
+
+/// applyPipeline with the cuts given (`cuts` from pipelineCuts or chosen
+/// otherwise: ascending, the first 0, S x v of them).
+void applyPipelineCuts(const PipelineOptions &options, const std::vector<int64_t> &cuts,
+                       proto::Plan &plan);
+
 /// The cut positions (node ids that begin a virtual stage, the first is 0)
 /// of `count` stages over `cost` (per node), cut only before nodes in
 /// `candidates` (ascending), minimising the largest stage's cost. Errors when

@@ -19,8 +19,12 @@ namespace nnsc::transform {
 std::vector<cost::StepInput> stepInputs(const ir::Graph &graph, const proto::Plan &plan,
                                         const PartitionedGraph &pg);
 
-/// One breakdown per plan device. Errors: a collective the cluster's comm
-/// table cannot price.
+/// One breakdown per plan device. A pipelined plan's devices run their
+/// stage's schedule (Plan/PipelineSchedule.h timeSchedules): each virtual
+/// stage's forward and backward per micro-batch is the slowest of its
+/// devices', each stage crossing a send/recv of the activations (and of
+/// their gradients back) priced by the comm table. Errors: a collective the
+/// cluster's comm table cannot price.
 Expected<std::vector<cost::StepBreakdown>>
 estimateStep(const ir::Graph &graph, const proto::Plan &plan, const PartitionedGraph &pg,
              const cost::Cluster &cluster, cost::StepOptions options);

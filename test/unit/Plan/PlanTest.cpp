@@ -238,8 +238,7 @@ TEST_CASE("pipeline options are checked before any work", "[plan][pipeline]") {
   o.pipeline.stages = 2;
   o.policy = "autodist";
   CHECK_THAT(plan::makePlan(g, o).status().message(),
-             Catch::Matchers::ContainsSubstring("--pipeline-stages with policy 'autodist' is not "
-                                                "supported yet"));
+             Catch::Matchers::ContainsSubstring("policy 'autodist' takes --pipeline auto|S"));
   o.policy = "pp";
   // The graph has no numbered modules to cut at.
   CHECK_THAT(plan::makePlan(g, o).status().message(),

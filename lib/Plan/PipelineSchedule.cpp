@@ -1,14 +1,15 @@
 // Pipeline schedules (PipelineSchedule.h).
-#include "nnsc/Transform/PipelineSchedule.h"
+#include "nnsc/Plan/PipelineSchedule.h"
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
 #include <fmt/format.h>
 
-namespace nnsc::transform {
+namespace nnsc::plan {
 
 namespace {
 
@@ -134,4 +135,77 @@ Status simulateSchedules(const std::vector<std::vector<PipelinePass>> &perStage,
   return Status::ok();
 }
 
-} // namespace nnsc::transform
+Expected<std::vector<double>> timeSchedules(const std::vector<std::vector<PipelinePass>> &perStage,
+                                            int chunks, int micro, const PassSeconds &seconds) {
+  NNSC_RETURN_IF_ERROR(simulateSchedules(perStage, chunks, micro));
+  const int stages = static_cast<int>(perStage.size());
+  const size_t virtualStages = static_cast<size_t>(stages * chunks);
+  if (seconds.forward.size() != virtualStages || seconds.backward.size() != virtualStages ||
+      seconds.transfer.size() + 1 != virtualStages)
+    return errorf("error: pass times for {} virtual stages: {} forward, {} backward, {} transfer",
+                  virtualStages, seconds.forward.size(), seconds.backward.size(),
+                  seconds.transfer.size());
+  const int last = static_cast<int>(virtualStages) - 1;
+  std::map<std::tuple<bool, int, int>, double> finished; // (forward, micro, vs) -> seconds
+  std::vector<size_t> next(perStage.size(), 0);
+  std::vector<double> clock(perStage.size(), 0.0);
+  // When pass p of stage s may start for its inputs; nullopt until they exist.
+  auto arrival = [&](int stage, const PipelinePass &p) -> std::optional<double> {
+    int vs = p.chunk * stages + stage;
+    if (p.forward) {
+      if (vs == 0)
+        return 0.0;
+      auto it = finished.find({true, p.micro, vs - 1});
+      if (it == finished.end())
+        return std::nullopt;
+      return it->second + seconds.transfer[static_cast<size_t>(vs - 1)];
+    }
+    auto own = finished.find({true, p.micro, vs});
+    if (own == finished.end())
+      return std::nullopt;
+    if (vs == last)
+      return own->second;
+    auto it = finished.find({false, p.micro, vs + 1});
+    if (it == finished.end())
+      return std::nullopt;
+    return std::max(own->second, it->second + seconds.transfer[static_cast<size_t>(vs)]);
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < stages; ++s)
+      while (next[s] < perStage[s].size()) {
+        const PipelinePass &p = perStage[s][next[s]];
+        auto at = arrival(s, p);
+        if (!at)
+          break;
+        size_t vs = static_cast<size_t>(p.chunk * stages + s);
+        double start = std::max(clock[s], *at);
+        clock[s] = start + (p.forward ? seconds.forward[vs] : seconds.backward[vs]);
+        finished[{p.forward, p.micro, static_cast<int>(vs)}] = clock[s];
+        ++next[s];
+        progress = true;
+      }
+  }
+  return clock;
+}
+
+double peakActivations(const std::vector<PipelinePass> &passes, const std::vector<double> &saved) {
+  double held = 0, peak = 0;
+  for (const PipelinePass &p : passes) {
+    double bytes = static_cast<size_t>(p.chunk) < saved.size() ? saved[static_cast<size_t>(p.chunk)] : 0.0;
+    held += p.forward ? bytes : -bytes;
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
+int peakInFlight(const std::vector<PipelinePass> &passes) {
+  int held = 0, peak = 0;
+  for (const PipelinePass &p : passes) {
+    held += p.forward ? 1 : -1;
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
+} // namespace nnsc::plan

@@ -3,10 +3,10 @@
 #include "../CatchCompat.h"
 
 #include "nnsc/Plan/Pipeline.h"
-#include "nnsc/Transform/PipelineSchedule.h"
+#include "nnsc/Plan/PipelineSchedule.h"
 
 using namespace nnsc;
-using namespace nnsc::transform;
+using namespace nnsc::plan;
 
 namespace {
 
@@ -96,4 +96,64 @@ TEST_CASE("stages are cut at pivots to balance the cost", "[pipeline]") {
   CHECK(*three == std::vector<int64_t>{0, 4, 6});
   CHECK_THAT(plan::balancedCuts(cost, {5}, 3).status().message(),
              Catch::Matchers::ContainsSubstring("cannot cut the model into 3 pipeline stages"));
+}
+
+namespace {
+
+PassSeconds uniform(int virtualStages, double f, double b, double transfer) {
+  PassSeconds t;
+  t.forward.assign(static_cast<size_t>(virtualStages), f);
+  t.backward.assign(static_cast<size_t>(virtualStages), b);
+  t.transfer.assign(static_cast<size_t>(virtualStages - 1), transfer);
+  return t;
+}
+
+double span(const std::vector<double> &finish) {
+  return *std::max_element(finish.begin(), finish.end());
+}
+
+} // namespace
+
+TEST_CASE("timed schedules meet the bubble formula", "[pipeline]") {
+  // Equal stages, free transfers: 1F1B and GPipe take (m + S - 1)(f + b).
+  for (int stages : {1, 2, 4})
+    for (int micro : {1, 4, 8}) {
+      INFO("stages " << stages << " micro " << micro);
+      auto f1 = timeSchedules(all("1f1b", stages, 1, micro), 1, micro, uniform(stages, 1, 2, 0));
+      REQUIRE(f1.isOk());
+      CHECK(span(*f1) == Approx((micro + stages - 1) * 3.0));
+      auto gp = timeSchedules(all("gpipe", stages, 1, micro), 1, micro, uniform(stages, 1, 2, 0));
+      REQUIRE(gp.isOk());
+      CHECK(span(*gp) == Approx((micro + stages - 1) * 3.0));
+    }
+  // Interleaved over v chunks of a v-times smaller model: (m v + S - 1)(f + b) per chunk.
+  auto il = timeSchedules(all("interleaved", 2, 2, 4), 2, 4, uniform(4, 0.5, 1.0, 0));
+  REQUIRE(il.isOk());
+  CHECK(span(*il) == Approx((4 * 2 + 2 - 1) * 1.5));
+  // A transfer delays each of the 2 (S - 1) crossings of the critical path once.
+  auto slow = timeSchedules(all("1f1b", 2, 1, 1), 1, 1, uniform(2, 1, 2, 0.25));
+  REQUIRE(slow.isOk());
+  CHECK(span(*slow) == Approx(6.0 + 2 * 0.25));
+  // The slowest stage sets the pace: S = 2, m = 4, stage 1 twice as slow.
+  PassSeconds uneven = uniform(2, 1, 2, 0);
+  uneven.forward[1] = 2, uneven.backward[1] = 4;
+  auto u = timeSchedules(all("1f1b", 2, 1, 4), 1, 4, uneven);
+  REQUIRE(u.isOk());
+  CHECK(span(*u) == Approx(1 + 4 * 6.0 + 2));
+  CHECK_THAT(timeSchedules(all("1f1b", 2, 1, 4), 1, 4, uniform(3, 1, 1, 0)).status().message(),
+             Catch::Matchers::ContainsSubstring("pass times for 2 virtual stages"));
+}
+
+TEST_CASE("activations in flight follow the schedule", "[pipeline]") {
+  for (int s = 0; s < 4; ++s) {
+    CHECK(peakInFlight(*pipelinePasses("1f1b", 4, 1, 8, s)) == 4 - s);
+    CHECK(peakInFlight(*pipelinePasses("1f1b", 4, 1, 2, s)) == std::min(2, 4 - s));
+    CHECK(peakInFlight(*pipelinePasses("gpipe", 4, 1, 8, s)) == 8);
+  }
+  // Interleaved: stage 0 of 2 with 2 chunks and 4 micro-batches warms up 4
+  // forwards (F0 F1 F0c1 F1c1) and holds at most 5; by bytes its peak is
+  // after F2 B0c1 F3: chunk 0's four micro-batches and chunk 1's second.
+  auto passes = *pipelinePasses("interleaved", 2, 2, 4, 0);
+  CHECK(peakInFlight(passes) == 5);
+  CHECK(peakActivations(passes, {10, 1}) == Approx(4 * 10 + 1 * 1));
 }

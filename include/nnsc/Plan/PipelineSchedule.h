@@ -16,7 +16,7 @@
 
 #include "nnsc/Support/Status.h"
 
-namespace nnsc::transform {
+namespace nnsc::plan {
 
 struct PipelinePass {
   bool forward = true;
@@ -47,4 +47,29 @@ Expected<std::vector<PipelinePass>> pipelinePasses(const std::string &schedule, 
 Status simulateSchedules(const std::vector<std::vector<PipelinePass>> &perStage, int chunks,
                          int micro);
 
-} // namespace nnsc::transform
+/// What one micro-batch's passes take, per virtual stage k = chunk * stages +
+/// stage, and what crossing from virtual stage k to k + 1 takes (activations
+/// forward; the same bytes come back as gradients).
+struct PassSeconds {
+  std::vector<double> forward;  ///< per virtual stage
+  std::vector<double> backward; ///< per virtual stage (recomputed forwards included)
+  std::vector<double> transfer; ///< per boundary: virtual stages - 1 entries
+};
+
+/// The same run as simulateSchedules, timed: a pass starts once its stage
+/// has finished the pass before it and its input has arrived (the
+/// neighbouring virtual stage's pass finished plus the transfer). Returns
+/// when each physical stage finishes its last pass. Errors: those of
+/// simulateSchedules, and times of the wrong length.
+Expected<std::vector<double>> timeSchedules(const std::vector<std::vector<PipelinePass>> &perStage,
+                                            int chunks, int micro, const PassSeconds &seconds);
+
+/// The most activation bytes a stage holds at once running `passes`, where a
+/// forward of chunk c keeps saved[c] until its backward (1F1B's first stage
+/// holds min(stages, micro) micro-batches, GPipe's every stage all of them).
+double peakActivations(const std::vector<PipelinePass> &passes, const std::vector<double> &saved);
+
+/// The most forwards a stage has run whose backward has not (any chunk).
+int peakInFlight(const std::vector<PipelinePass> &passes);
+
+} // namespace nnsc::plan

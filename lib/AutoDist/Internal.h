@@ -1,0 +1,75 @@
+#pragma once
+// What autodist's outer searches share (private to nnsc_autodist): the
+// configuration loop in AutoDist.cpp and the pipeline search in
+// PipelineSearch.cpp.
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "Problem.h"
+#include "Repeats.h"
+#include "nnsc/AutoDist/AutoDist.h"
+#include "nnsc/Plan/Recompute.h"
+
+namespace nnsc::autodist {
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t0);
+
+/// Recompute groups per node for the given selectors (none: all -1).
+Expected<std::vector<int>> recomputeGroups(const ir::Graph &graph,
+                                           const std::vector<plan::RecomputeSelector> &selectors);
+/// A selector of exactly these module instances (none: empty).
+std::vector<plan::RecomputeSelector> instancesSelector(const std::vector<std::string> &paths);
+
+/// Micro-batches per copy for dp copies (Options::globalBatch); 0 where the
+/// global batch does not split over them.
+int microBatchesFor(const Options &options, int dp);
+
+/// Node k's option under a solution of `built`.
+const OpOption &chosenOption(const Built &built, const std::vector<int> &choice, size_t k);
+
+/// The plan over planNgpus devices (one stage) with every node's option.
+struct PlanShape {
+  int planNgpus = 1;
+  int runtimeNgpus = 1;
+  int microBatches = 1;
+  int zero = 0;
+};
+Expected<proto::Plan> materialize(const ir::Graph &graph, const PlanShape &shape,
+                                  const std::function<const OpOption &(size_t)> &optionOf,
+                                  const std::vector<int> &recomputeGroup);
+
+/// A plan's exact prices: partitioned, every device's step (pipelines: their
+/// schedule) and memory.
+struct Priced {
+  double step = 0;   ///< the slowest device's
+  double memory = 0; ///< the largest device's
+  double bubble = 0; ///< the slowest device's waiting in its pipeline schedule
+  std::vector<double> deviceMemory; ///< per plan device
+};
+Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
+                       const cost::Cluster &cluster, const Options &options, RelayoutCache &cache);
+
+struct Outcome {
+  Trial trial;
+  proto::Plan plan;
+};
+
+/// The pipelined configurations (PipelineSearch.cpp): for every stage count
+/// S the options allow and every T devices per stage dividing N / S, the
+/// graph cut at pivots into S balanced stages, each stage searched on its
+/// own (its activations times the micro-batches its schedule keeps in
+/// flight, ZeRO and recompute where it does not fit), the stages' plans
+/// joined and priced whole. Errors: a pivot class the graph lacks, or
+/// options no stage count can meet.
+Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cost::Cluster &cluster,
+                                               const Options &options, double limit,
+                                               RelayoutCache &cache, const RepeatedBlocks &blocks,
+                                               const std::vector<plan::NodeConstraint> *constrained);
+
+/// The largest product of option counts alive at once (the DP's frontier).
+int64_t largestFrontier(const search::Problem &p);
+
+} // namespace nnsc::autodist

@@ -1,0 +1,374 @@
+// autodist's pipeline search (Internal.h searchPipelines, docs/autodist.md):
+// stage counts, devices per stage, one search per stage under its memory
+// limit with the activations its schedule keeps in flight, the stages joined
+// and priced whole (Plan/PipelineSchedule.h times the schedule).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "Internal.h"
+#include "nnsc/Plan/Pipeline.h"
+#include "nnsc/Plan/PipelineSchedule.h"
+#include "nnsc/Plan/PlanPrinter.h"
+#include "nnsc/Search/Repeated.h"
+#include "nnsc/Search/Solver.h"
+
+namespace nnsc::autodist {
+
+namespace {
+
+/// One virtual stage's search.
+struct StagePlan {
+  Built built;
+  std::vector<int> choice;
+  std::vector<std::string> recomputed; ///< instances of the repeated block
+  bool fits = false;
+  std::string why;
+  double least = 0; ///< where nothing fits: the least memory the stage needs
+  bool folded = false;
+  int64_t states = 0;
+};
+
+/// A pipeline configuration and what every virtual stage shares.
+struct StageContext {
+  const ir::Graph &graph;
+  const cost::Cluster &cluster;
+  const Options &options;
+  RelayoutCache &cache;
+  const RepeatedBlocks &blocks;
+  const std::vector<plan::NodeConstraint> *constrained;
+  std::vector<int> stageOf; ///< per node: its virtual stage
+  int stages = 1, planNgpus = 1, dp = 1, zero = 0, micro = 1;
+};
+
+bool inside(const ir::Node &node, const std::string &path) {
+  return std::any_of(node.moduleStack.begin(), node.moduleStack.end(),
+                     [&](const ir::ModuleFrame &f) { return f.path == path; });
+}
+
+// The repeated block's instances wholly inside virtual stage k.
+std::vector<std::string> stageInstances(const StageContext &c, int k) {
+  std::vector<std::string> paths;
+  for (const std::string &path : c.blocks.paths) {
+    bool any = false, all = true;
+    for (size_t n = 0; n < c.graph.nodes().size(); ++n)
+      if (inside(c.graph.nodes()[n], path)) {
+        any = true;
+        all = all && c.stageOf[n] == k;
+      }
+    if (any && all)
+      paths.push_back(path);
+  }
+  return paths;
+}
+
+// The most micro-batches of `chunk` a stage running `passes` holds at once.
+int chunkInFlight(const std::vector<plan::PipelinePass> &passes, int chunk) {
+  int held = 0, peak = 0;
+  for (const plan::PipelinePass &p : passes)
+    if (p.chunk == chunk) {
+      held += p.forward ? 1 : -1;
+      peak = std::max(peak, held);
+    }
+  return std::max(1, peak);
+}
+
+// Solves virtual stage k under `limit` with `recomputed` instances.
+StagePlan solveStage(const StageContext &c, int k, double inFlight, double limit,
+                     const std::vector<std::string> &recomputed) {
+  StagePlan r;
+  r.recomputed = recomputed;
+  Setting s;
+  s.planNgpus = c.planNgpus;
+  s.dp = c.dp;
+  s.zero = c.zero;
+  s.constraints = c.constrained;
+  s.stages = c.stages;
+  s.microBatches = c.micro;
+  s.inFlight = inFlight;
+  s.inStage.resize(c.stageOf.size());
+  for (size_t n = 0; n < c.stageOf.size(); ++n)
+    s.inStage[n] = c.stageOf[n] == k;
+  std::vector<plan::RecomputeSelector> selectors = instancesSelector(recomputed);
+  if (c.options.recompute == Options::Recompute::Modules) {
+    plan::RecomputeSelector named;
+    named.kind = plan::RecomputeSelector::ModuleClass;
+    named.patterns = c.options.recomputeModules;
+    selectors = {named};
+  }
+  auto groups = recomputeGroups(c.graph, selectors);
+  if (!groups) {
+    r.why = groups.status().message();
+    return r;
+  }
+  s.recomputeGroup = groups.take();
+  r.built = buildProblem(c.graph, c.cluster, c.options, s, c.cache);
+  if (!r.built.infeasible.empty()) {
+    r.why = r.built.infeasible;
+    return r;
+  }
+  r.states = largestFrontier(r.built.problem);
+  RepeatedBlocks mine{c.blocks.cls, stageInstances(c, k)};
+  std::vector<int> rep;
+  if (c.options.foldRepeats)
+    rep = representatives(c.graph, r.built, mine);
+  for (const auto &opts : r.built.problem.nodes) {
+    double m = opts.front().memory;
+    for (const search::Option &o : opts)
+      m = std::min(m, o.memory);
+    r.least += m;
+  }
+  if (r.least > limit) {
+    r.why = "needs at least " + plan::formatBytes(r.least) + " per device";
+    return r;
+  }
+  r.built.problem.memoryLimit = limit;
+  search::DpLimits limits;
+  limits.maxParetoPoints = c.options.paretoPoints;
+  auto sol = rep.empty() ? search::solveDp(r.built.problem, limits)
+                         : search::solveRepeated(r.built.problem, rep, limits);
+  r.folded = !rep.empty();
+  if (!sol && r.folded && sol.status().message().find("fixings") != std::string::npos) {
+    r.folded = false;
+    sol = search::solveDp(r.built.problem, limits);
+  }
+  if (!sol) {
+    r.why = sol.status().message();
+    return r;
+  }
+  r.choice = sol->choice;
+  r.fits = true;
+  return r;
+}
+
+// Virtual stage k's plan: without recompute, else (--recompute auto) the
+// fewest of its instances recomputed that fit, by bisection.
+StagePlan planStage(const StageContext &c, int k, double inFlight, double limit) {
+  StagePlan none = solveStage(c, k, inFlight, limit, {});
+  if (none.fits || c.options.recompute != Options::Recompute::Auto)
+    return none;
+  std::vector<std::string> paths = stageInstances(c, k);
+  if (paths.empty())
+    return none;
+  StagePlan all = solveStage(c, k, inFlight, limit, paths);
+  if (!all.fits)
+    return all;
+  int lo = 1, hi = static_cast<int>(paths.size()) - 1;
+  StagePlan best = std::move(all);
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    StagePlan p = solveStage(c, k, inFlight, limit, {paths.begin(), paths.begin() + mid});
+    if (p.fits) {
+      best = std::move(p);
+      hi = mid - 1;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return best;
+}
+
+// One pipelined configuration: every virtual stage planned, joined, priced
+// whole; a physical stage whose exact memory passes the limit is planned
+// again under a limit lowered by the excess (up to 3 times).
+Outcome pipelineTrial(StageContext &c, const plan::PipelineOptions &po,
+                      const std::vector<int64_t> &cuts, double limit) {
+  auto t0 = Clock::now();
+  Outcome out;
+  Trial &t = out.trial;
+  t.planNgpus = c.planNgpus;
+  t.stages = c.stages;
+  t.dp = c.dp;
+  t.zero = c.zero;
+  t.microBatches = c.micro;
+  t.source = "search";
+  const int S = c.stages, V = po.virtualStages;
+  std::vector<std::vector<plan::PipelinePass>> passes;
+  for (int p = 0; p < S; ++p) {
+    auto list = plan::pipelinePasses(po.schedule, S, V, c.micro, p);
+    if (!list) {
+      t.why = list.status().message();
+      return out;
+    }
+    passes.push_back(list.take());
+  }
+  std::vector<double> limits(static_cast<size_t>(S * V), limit / V);
+  std::vector<StagePlan> stagePlans(static_cast<size_t>(S * V));
+  std::vector<bool> stale(static_cast<size_t>(S * V), true);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    for (int k = 0; k < S * V; ++k) {
+      if (!stale[static_cast<size_t>(k)])
+        continue;
+      int inFlight = chunkInFlight(passes[static_cast<size_t>(k % S)], k / S);
+      stagePlans[static_cast<size_t>(k)] = planStage(c, k, inFlight, limits[static_cast<size_t>(k)]);
+      stale[static_cast<size_t>(k)] = false;
+      const StagePlan &sp = stagePlans[static_cast<size_t>(k)];
+      if (!sp.fits) {
+        t.why = sp.why.rfind("needs", 0) == 0 ? fmt::format("{} in stage {}", sp.why, k)
+                                               : fmt::format("stage {}: {}", k, sp.why);
+        t.memoryBytes = sp.least > 0 ? sp.least + (limit / V - limits[static_cast<size_t>(k)]) : 0;
+        t.searchSeconds = secondsSince(t0);
+        return out;
+      }
+    }
+    t.decisions = 0;
+    t.states = 0;
+    t.folded = true;
+    std::vector<std::string> recomputed;
+    for (const StagePlan &sp : stagePlans) {
+      t.decisions += sp.built.decisions;
+      t.states = std::max(t.states, sp.states);
+      t.folded = t.folded && sp.folded;
+      recomputed.insert(recomputed.end(), sp.recomputed.begin(), sp.recomputed.end());
+    }
+    t.ops = static_cast<int>(c.graph.nodes().size());
+    t.recomputeLayers = static_cast<int>(recomputed.size());
+    std::vector<plan::RecomputeSelector> selectors = instancesSelector(recomputed);
+    if (c.options.recompute == Options::Recompute::Modules) {
+      plan::RecomputeSelector named;
+      named.kind = plan::RecomputeSelector::ModuleClass;
+      named.patterns = c.options.recomputeModules;
+      selectors = {named};
+    }
+    auto groups = recomputeGroups(c.graph, selectors);
+    if (!groups) {
+      t.why = groups.status().message();
+      break;
+    }
+    if (c.options.recompute == Options::Recompute::Modules)
+      for (int g : *groups)
+        t.recomputeLayers = std::max(t.recomputeLayers, g + 1);
+    PlanShape shape{c.planNgpus, c.planNgpus * c.dp, c.micro, c.zero};
+    auto plan = materialize(
+        c.graph, shape,
+        [&](size_t n) -> const OpOption & {
+          const StagePlan &sp = stagePlans[static_cast<size_t>(c.stageOf[n])];
+          return chosenOption(sp.built, sp.choice, n);
+        },
+        *groups);
+    if (!plan) {
+      t.why = plan.status().message();
+      break;
+    }
+    plan::applyPipelineCuts(po, cuts, *plan);
+    auto priced = price(c.graph, *plan, c.cluster, c.options, c.cache);
+    if (!priced) {
+      t.why = priced.status().message();
+      break;
+    }
+    t.stepSeconds = priced->step;
+    t.memoryBytes = priced->memory;
+    t.bubbleSeconds = priced->bubble;
+    out.plan = plan.take();
+    if (priced->memory <= limit) {
+      t.fits = true;
+      t.why.clear();
+      break;
+    }
+    t.why = "the plan found needs " + plan::formatBytes(priced->memory) + " per device";
+    bool lowered = false;
+    for (int p = 0; p < S; ++p) {
+      double worst = 0;
+      for (int d = p * c.planNgpus; d < (p + 1) * c.planNgpus; ++d)
+        worst = std::max(worst, priced->deviceMemory[static_cast<size_t>(d)]);
+      if (worst <= limit)
+        continue;
+      for (int k = p; k < S * V; k += S) {
+        limits[static_cast<size_t>(k)] -= (worst - limit) * 1.05 / V;
+        stale[static_cast<size_t>(k)] = true;
+        lowered = lowered || limits[static_cast<size_t>(k)] > 0;
+      }
+    }
+    if (!lowered)
+      break;
+  }
+  if (t.microBatches > 0 && t.dp > 0)
+    t.secondsPerSample = t.stepSeconds / (t.dp * t.microBatches);
+  t.searchSeconds = secondsSince(t0);
+  return out;
+}
+
+} // namespace
+
+Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cost::Cluster &cluster,
+                                               const Options &options, double limit,
+                                               RelayoutCache &cache, const RepeatedBlocks &blocks,
+                                               const std::vector<plan::NodeConstraint> *constrained) {
+  const int N = options.runtimeNgpus;
+  std::vector<int> counts;
+  if (options.pipelineStages > 0) {
+    if (N % options.pipelineStages != 0)
+      return errorf("error: --runtime-ngpus {} does not split into --pipeline {} stages", N,
+                    options.pipelineStages);
+    counts.push_back(options.pipelineStages);
+  } else {
+    for (int S = 2; S <= N; ++S)
+      if (N % S == 0)
+        counts.push_back(S);
+  }
+  std::vector<Outcome> out;
+  for (int S : counts) {
+    plan::PipelineOptions po;
+    po.stages = S;
+    po.virtualStages = options.virtualStages;
+    po.schedule = options.schedule;
+    po.pivots = options.pipelinePivots;
+    auto cuts = plan::pipelineCuts(graph, po);
+    if (!cuts) {
+      // More stages than places to cut: larger counts cannot do better.
+      if (options.pipelineStages > 0 || S == counts.front())
+        return cuts.status();
+      break;
+    }
+    StageContext c{graph, cluster, options, cache, blocks, constrained, {}, S};
+    c.stageOf.assign(graph.nodes().size(), 0);
+    for (size_t n = 0, k = 0; n < graph.nodes().size(); ++n) {
+      while (k + 1 < cuts->size() && static_cast<int64_t>(n) >= (*cuts)[k + 1])
+        ++k;
+      c.stageOf[n] = static_cast<int>(k);
+    }
+    std::vector<int> widths;
+    if (options.planNgpus > 0) {
+      if (options.planNgpus % S != 0) {
+        if (options.pipelineStages > 0)
+          return errorf("error: --plan-ngpus {} (devices per copy) does not split into {} "
+                        "pipeline stages",
+                        options.planNgpus, S);
+        continue;
+      }
+      widths.push_back(options.planNgpus / S);
+    } else {
+      for (int T = 1; T <= N / S; ++T)
+        if ((N / S) % T == 0)
+          widths.push_back(T);
+    }
+    for (int T : widths) {
+      c.planNgpus = T;
+      c.dp = N / (S * T);
+      c.micro = microBatchesFor(options, c.dp);
+      if (c.micro < 1)
+        continue; // the global batch does not split over these copies
+      std::vector<int> zeros;
+      if (options.zero >= 0)
+        zeros = {options.zero};
+      else
+        zeros = c.dp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
+      for (int z : zeros) {
+        c.zero = z;
+        out.push_back(pipelineTrial(c, po, *cuts, limit));
+        if (std::getenv("NNSC_AUTODIST_DEBUG"))
+          std::fprintf(stderr, "pipeline %d x %d x %d zero %d: %s\n", S, T, c.dp, z,
+                       out.back().trial.why.c_str());
+        if (out.back().trial.fits && options.zero < 0)
+          break; // ZeRO only where the stage does not fit without it
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace nnsc::autodist
