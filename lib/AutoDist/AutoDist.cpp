@@ -525,10 +525,10 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
       if (!t.constraintNote.empty() && (!held || t.memoryBytes < held->memoryBytes))
         held = &t;
     return errorf("error: autodist found no plan within the memory limit of {} per device on {} "
-                  "devices; the least any configuration needs is {} ({} device(s) per copy x {}, "
+                  "devices; the least any configuration needs is {} ({} x {}, "
                   "zero {}, {} recompute groups, {}){}; raise --mem-limit or add devices",
                   plan::formatBytes(result.memLimit), N, plan::formatBytes(least->memoryBytes),
-                  least->planNgpus, least->dp, least->zero, least->recomputeLayers,
+                  where(*least), least->dp, least->zero, least->recomputeLayers,
                   least->source == "search" ? "searched" : least->source + " policy",
                   held ? fmt::format("; over {} device(s) per copy the constraints file {}",
                                      held->planNgpus, held->constraintNote)

@@ -52,9 +52,9 @@ void printReport(const Result &result, const ir::Graph &graph, const cost::Clust
   const Trial &c = result.trials[static_cast<size_t>(result.chosen)];
   std::string shape =
       c.stages > 1
-          ? fmt::format("{} pipeline stages ({} micro-batches, {} of {} waiting in the schedule) "
+          ? fmt::format("{} pipeline stages ({} micro-batch{}, {} of {} waiting in the schedule) "
                         "x {} device(s) per stage",
-                        c.stages, c.microBatches, formatSeconds(c.bubbleSeconds),
+                        c.stages, c.microBatches, c.microBatches == 1 ? "" : "es", formatSeconds(c.bubbleSeconds),
                         formatSeconds(c.stepSeconds), c.planNgpus)
           : fmt::format("{} device(s) per copy", c.planNgpus);
   os << fmt::format("chosen: {} x {} copies, zero {}, {} recomputed {}, from {}; "

@@ -369,8 +369,10 @@ def main():
     if args.policy != "dp":
         plan += ["--plan-ngpus", str(args.tp * args.pp)]
     if args.pp > 1:
-        plan += ["--pipeline-stages", str(args.pp), "--schedule", args.schedule,
-                 "--virtual-stages", str(args.virtual_stages), "--micro-batches", str(args.accum)]
+        # autodist searches the stages' plans itself: --pipeline S, not --pipeline-stages
+        plan += ["--pipeline" if args.policy == "autodist" else "--pipeline-stages", str(args.pp),
+                 "--schedule", args.schedule, "--virtual-stages", str(args.virtual_stages),
+                 "--micro-batches", str(args.accum)]
     if args.policy == "file":
         plan += ["--plan-file", args.plan_file]
     if args.recompute_modules:
