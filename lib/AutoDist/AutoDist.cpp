@@ -53,6 +53,40 @@ std::vector<plan::RecomputeSelector> instancesSelector(const std::vector<std::st
   return {sel};
 }
 
+std::vector<plan::RecomputeSelector> recomputeSelectors(const Options &options,
+                                                        const std::vector<std::string> &instances) {
+  if (options.recompute != Options::Recompute::Modules)
+    return instancesSelector(instances);
+  plan::RecomputeSelector named;
+  named.kind = plan::RecomputeSelector::ModuleClass;
+  named.patterns = options.recomputeModules;
+  return {named};
+}
+
+double leastMemory(const search::Problem &p) {
+  double least = 0;
+  for (const auto &opts : p.nodes) {
+    double m = opts.front().memory;
+    for (const search::Option &o : opts)
+      m = std::min(m, o.memory);
+    least += m;
+  }
+  return least;
+}
+
+Expected<search::Solution> solveFoldable(const search::Problem &p, const std::vector<int> &rep,
+                                         const Options &options, bool &folded) {
+  search::DpLimits limits;
+  limits.maxParetoPoints = options.paretoPoints;
+  folded = !rep.empty();
+  auto sol = folded ? search::solveRepeated(p, rep, limits) : search::solveDp(p, limits);
+  if (!sol && folded && sol.status().message().find("fixings") != std::string::npos) {
+    folded = false; // too many ways into the next layer: solve every layer
+    sol = search::solveDp(p, limits);
+  }
+  return sol;
+}
+
 int microBatchesFor(const Options &options, int dp) {
   if (options.globalBatch <= 0)
     return options.microBatches;
@@ -233,13 +267,7 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
     rep = representatives(graph, built, blocks);
   t.folded = !rep.empty();
   double dpLimit = limit;
-  double least = 0; // the dynamic program's bound: every decision at its smallest
-  for (const auto &opts : built.problem.nodes) {
-    double m = opts.front().memory;
-    for (const search::Option &o : opts)
-      m = std::min(m, o.memory);
-    least += m;
-  }
+  const double least = leastMemory(built.problem);
   for (int attempt = 0; attempt < 4; ++attempt) {
     built.problem.memoryLimit = dpLimit;
     if (least > dpLimit) {
@@ -248,15 +276,9 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
       break;
     }
     auto tSolve = Clock::now();
-    search::DpLimits limits;
-    limits.maxParetoPoints = options.paretoPoints;
-    auto sol = rep.empty() ? search::solveDp(built.problem, limits)
-                           : search::solveRepeated(built.problem, rep, limits);
-    if (!sol && t.folded && sol.status().message().find("fixings") != std::string::npos) {
-      t.folded = false; // too many ways into the next layer: solve every layer
+    auto sol = solveFoldable(built.problem, rep, options, t.folded);
+    if (!t.folded)
       rep.clear();
-      sol = search::solveDp(built.problem, limits);
-    }
     if (std::getenv("NNSC_AUTODIST_DEBUG"))
       std::fprintf(stderr, "build %.2f s, solve %.2f s, objective %.6g s, memory %.6g\n",
                    std::chrono::duration<double>(tSolve - t0).count(), secondsSince(tSolve),

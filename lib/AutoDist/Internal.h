@@ -23,6 +23,21 @@ Expected<std::vector<int>> recomputeGroups(const ir::Graph &graph,
 /// A selector of exactly these module instances (none: empty).
 std::vector<plan::RecomputeSelector> instancesSelector(const std::vector<std::string> &paths);
 
+/// The recompute selectors of a configuration: every instance of
+/// --recompute-modules' classes when named, else exactly `instances`.
+std::vector<plan::RecomputeSelector> recomputeSelectors(const Options &options,
+                                                        const std::vector<std::string> &instances);
+
+/// The least memory any assignment of `p` needs: every decision at its
+/// smallest option (the dynamic program's bound).
+double leastMemory(const search::Problem &p);
+
+/// Solves `p` with the repeated layers folded (`rep` non-empty) or whole;
+/// where the fold has too many ways into the next layer, whole. `folded` says
+/// which it was.
+Expected<search::Solution> solveFoldable(const search::Problem &p, const std::vector<int> &rep,
+                                         const Options &options, bool &folded);
+
 /// Micro-batches per copy for dp copies (Options::globalBatch); 0 where the
 /// global batch does not split over them.
 int microBatchesFor(const Options &options, int dp);

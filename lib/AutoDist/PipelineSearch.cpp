@@ -93,14 +93,7 @@ StagePlan solveStage(const StageContext &c, int k, double inFlight, double limit
   s.inStage.resize(c.stageOf.size());
   for (size_t n = 0; n < c.stageOf.size(); ++n)
     s.inStage[n] = c.stageOf[n] == k;
-  std::vector<plan::RecomputeSelector> selectors = instancesSelector(recomputed);
-  if (c.options.recompute == Options::Recompute::Modules) {
-    plan::RecomputeSelector named;
-    named.kind = plan::RecomputeSelector::ModuleClass;
-    named.patterns = c.options.recomputeModules;
-    selectors = {named};
-  }
-  auto groups = recomputeGroups(c.graph, selectors);
+  auto groups = recomputeGroups(c.graph, recomputeSelectors(c.options, recomputed));
   if (!groups) {
     r.why = groups.status().message();
     return r;
@@ -116,26 +109,13 @@ StagePlan solveStage(const StageContext &c, int k, double inFlight, double limit
   std::vector<int> rep;
   if (c.options.foldRepeats)
     rep = representatives(c.graph, r.built, mine);
-  for (const auto &opts : r.built.problem.nodes) {
-    double m = opts.front().memory;
-    for (const search::Option &o : opts)
-      m = std::min(m, o.memory);
-    r.least += m;
-  }
+  r.least = leastMemory(r.built.problem);
   if (r.least > limit) {
     r.why = "needs at least " + plan::formatBytes(r.least) + " per device";
     return r;
   }
   r.built.problem.memoryLimit = limit;
-  search::DpLimits limits;
-  limits.maxParetoPoints = c.options.paretoPoints;
-  auto sol = rep.empty() ? search::solveDp(r.built.problem, limits)
-                         : search::solveRepeated(r.built.problem, rep, limits);
-  r.folded = !rep.empty();
-  if (!sol && r.folded && sol.status().message().find("fixings") != std::string::npos) {
-    r.folded = false;
-    sol = search::solveDp(r.built.problem, limits);
-  }
+  auto sol = solveFoldable(r.built.problem, rep, c.options, r.folded);
   if (!sol) {
     r.why = sol.status().message();
     return r;
@@ -227,14 +207,7 @@ Outcome pipelineTrial(StageContext &c, const plan::PipelineOptions &po,
     }
     t.ops = static_cast<int>(c.graph.nodes().size());
     t.recomputeLayers = static_cast<int>(recomputed.size());
-    std::vector<plan::RecomputeSelector> selectors = instancesSelector(recomputed);
-    if (c.options.recompute == Options::Recompute::Modules) {
-      plan::RecomputeSelector named;
-      named.kind = plan::RecomputeSelector::ModuleClass;
-      named.patterns = c.options.recomputeModules;
-      selectors = {named};
-    }
-    auto groups = recomputeGroups(c.graph, selectors);
+    auto groups = recomputeGroups(c.graph, recomputeSelectors(c.options, recomputed));
     if (!groups) {
       t.why = groups.status().message();
       break;
