@@ -72,7 +72,13 @@ public:
   explicit Supervisor(const LaunchOptions &options) : opts_(options) {}
 
   int run() {
-    int port = opts_.masterPort ? opts_.masterPort : pickFreePort();
+    PortReservation reserved;
+    int port = opts_.masterPort ? opts_.masterPort : reserved.port();
+    if (port == 0) {
+      fmt::print(stderr, "{}: error: cannot reserve a TCP port on 127.0.0.1 for the rendezvous: {}\n",
+                 opts_.name, std::strerror(errno));
+      return 2;
+    }
     for (int r = 0; r < opts_.nprocPerNode; ++r)
       if (!spawn(r, port)) {
         fmt::print(stderr, "{}: error: cannot start rank {}: {}\n", opts_.name, r,
@@ -273,21 +279,25 @@ private:
 
 } // namespace
 
-int pickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return 0;
+PortReservation::PortReservation() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0)
+    return;
+  int one = 1;
+  ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
   socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
+  if (::bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd_, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
+    port_ = ntohs(addr.sin_port);
+}
+
+PortReservation::~PortReservation() {
+  if (fd_ >= 0)
+    ::close(fd_);
 }
 
 std::string selfExecutable() {

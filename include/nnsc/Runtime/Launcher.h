@@ -1,8 +1,8 @@
 #pragma once
 /// The local supervisor of `nnsc-run --nproc-per-node N`: starts N workers
 /// (the same executable, with torchrun's environment: RANK, WORLD_SIZE,
-/// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT=a free
-/// port), forwards their output line by line with a "[rank r] " prefix (rank
+/// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT=a port
+/// it holds reserved while they run), forwards their output line by line with a "[rank r] " prefix (rank
 /// 0's standard output plain), and if one dies — a signal or a non-zero
 /// exit — reports it, sends SIGTERM to the others, SIGKILL after a grace
 /// period, and returns non-zero. No LibTorch.
@@ -26,8 +26,23 @@ struct LaunchOptions {
 /// input), 2 otherwise.
 int runLocalWorkers(const LaunchOptions &options);
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (0 on failure).
-int pickFreePort();
+/// A TCP port on 127.0.0.1 kept bound for the reservation's lifetime, with
+/// SO_REUSEADDR and without listening: rank 0's rendezvous store (which sets
+/// SO_REUSEADDR too) can still bind it, while no other bind(0) or outgoing
+/// connection on this machine is handed the same port in the meantime — so
+/// two launchers started at once never share a store.
+class PortReservation {
+public:
+  PortReservation();
+  ~PortReservation();
+  PortReservation(const PortReservation &) = delete;
+  PortReservation &operator=(const PortReservation &) = delete;
+  int port() const { return port_; } ///< 0 when no port could be bound
+
+private:
+  int fd_ = -1;
+  int port_ = 0;
+};
 
 /// This process's executable (from /proc/self/exe).
 std::string selfExecutable();

@@ -5,7 +5,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "nnsc/Runtime/Launcher.h"
 
@@ -42,7 +49,31 @@ TEST_CASE("launcher: workers get torchrun's environment", "[runtime][launcher]")
   CHECK(readAll(dir / "r0") == "0 2 0 2 127.0.0.1\n");
   CHECK(readAll(dir / "r1") == "1 2 1 2 127.0.0.1\n");
   fs::remove_all(dir);
-  CHECK(pickFreePort() > 0);
+}
+
+TEST_CASE("launcher: a reserved port is not handed out again while held", "[runtime][launcher]") {
+  PortReservation held;
+  REQUIRE(held.port() > 0);
+  // Other reservations (and so other launchers) get other ports.
+  std::vector<std::unique_ptr<PortReservation>> others;
+  for (int i = 0; i < 200; ++i) {
+    others.push_back(std::make_unique<PortReservation>());
+    REQUIRE(others.back()->port() > 0);
+    CHECK(others.back()->port() != held.port());
+  }
+  // A listener that sets SO_REUSEADDR, as the rendezvous store does, can still
+  // bind and listen on the held port.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(uint16_t(held.port()));
+  CHECK(::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0);
+  CHECK(::listen(fd, 4) == 0);
+  ::close(fd);
 }
 
 TEST_CASE("launcher: a killed worker stops the others", "[runtime][launcher]") {
