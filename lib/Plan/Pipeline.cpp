@@ -103,10 +103,12 @@ Status checkPipelineOptions(const PipelineOptions &o) {
   if (std::find(known.begin(), known.end(), o.schedule) == known.end())
     return errorf("error: unknown pipeline schedule '{}'; expected one of: {}", o.schedule,
                   fmt::join(known, ", "));
-  if (o.stages < 1 || o.stages > 1024)
-    return errorf("error: impossible --pipeline-stages {}; expected 1 to 1024", o.stages);
-  if (o.virtualStages < 1 || o.virtualStages > 64)
-    return errorf("error: impossible --virtual-stages {}; expected 1 to 64", o.virtualStages);
+  if (o.stages < 1 || o.stages > kMaxPipelineStages)
+    return errorf("error: impossible --pipeline-stages {}; expected 1 to {}", o.stages,
+                  kMaxPipelineStages);
+  if (o.virtualStages < 1 || o.virtualStages > kMaxVirtualStages)
+    return errorf("error: impossible --virtual-stages {}; expected 1 to {}", o.virtualStages,
+                  kMaxVirtualStages);
   if (o.virtualStages > 1 && o.schedule != "interleaved")
     return errorf("error: --virtual-stages {} needs --schedule interleaved (got {})",
                   o.virtualStages, o.schedule);

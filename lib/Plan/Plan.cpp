@@ -4,6 +4,7 @@
 
 #include "nnsc/IR/Printer.h"
 #include "nnsc/Plan/Recompute.h"
+#include "Policies.h"
 
 namespace nnsc::plan {
 
@@ -101,14 +102,16 @@ Expected<proto::Plan> makePipelined(const ir::Graph &graph, const PlanOptions &o
 
 Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &options) {
   NNSC_RETURN_IF_ERROR(checkOptions(options));
-  auto plan = options.pipeline.stages > 1 ? makePipelined(graph, options)
-                                          : findPolicy(options.policy)->make(graph, options);
+  bool fileStages = options.policy == "file" && planFileHasStages(options.planFile);
+  auto plan = options.pipeline.stages > 1 && !fileStages
+                  ? makePipelined(graph, options)
+                  : findPolicy(options.policy)->make(graph, options);
   if (!plan)
     return plan.status();
   plan->set_format_version(kPlanFormatVersion);
   plan->set_graph(options.graphPath);
   plan->set_graph_fingerprint(graphFingerprint(graph));
-  if (options.policy != "autodist") // the search chose its own (--global-batch)
+  if (plan->micro_batches() == 0) // autodist (--global-batch) and plan files may choose
     plan->set_micro_batches(options.microBatches);
   if (!options.recomputeModules.empty()) {
     RecomputeSelector classes;

@@ -8,6 +8,7 @@
 #include "Policies.h"
 #include "SplitTracker.h"
 #include "nnsc/Plan/NodeSplit.h"
+#include "nnsc/Plan/Pipeline.h"
 #include "nnsc/Plan/PlanFile.h"
 
 namespace nnsc::plan {
@@ -31,6 +32,17 @@ bool globMatch(std::string_view pattern, std::string_view text) {
   while (p < pattern.size() && pattern[p] == '*')
     ++p;
   return p == pattern.size();
+}
+
+std::vector<std::string> enclosingModules(const std::string &modulePath) {
+  std::vector<std::string> out;
+  for (size_t dot = 0; !modulePath.empty(); ++dot) {
+    dot = modulePath.find('.', dot);
+    out.push_back(modulePath.substr(0, dot));
+    if (dot == std::string::npos)
+      break;
+  }
+  return out;
 }
 
 namespace {
@@ -222,6 +234,128 @@ Expected<proto::Plan> applyPlanFile(const ir::Graph &graph, const PlanFile &file
   return PlanFileApplier(graph, file, planNgpus, runtimeNgpus).run();
 }
 
+namespace {
+
+// The stages whose globs match the node's module or an enclosing one.
+std::vector<int> stagesClaiming(const ir::Node &node, const PlanFile &file) {
+  std::vector<int> out;
+  std::vector<std::string> paths = enclosingModules(node.modulePath);
+  for (size_t k = 0; k < file.stages.size(); ++k)
+    if (std::any_of(paths.begin(), paths.end(),
+                    [&](const std::string &p) { return anyGlob(file.stages[k].modules, p); }))
+      out.push_back(static_cast<int>(k));
+  return out;
+}
+
+Status stageError(const PlanFile &file, int stage, const std::string &msg) {
+  return Status::error(
+      formatErrorWithSnippet(file.stages[static_cast<size_t>(stage)].pos, msg, file.text));
+}
+
+std::string globsText(const StageRule &stage) { return listText(stage.modules); }
+
+} // namespace
+
+Expected<std::vector<int64_t>> planFileStageCuts(const ir::Graph &graph, const PlanFile &file) {
+  const int count = static_cast<int>(file.stages.size());
+  std::vector<int64_t> first(static_cast<size_t>(count), -1);
+  int current = 0;
+  const ir::Node *previous = nullptr; // the last node a stage claimed
+  for (const ir::Node &node : graph.nodes()) {
+    std::vector<int> claims = stagesClaiming(node, file);
+    if (claims.size() > 1)
+      return stageError(file, claims[1],
+                        fmt::format("stage {} ({}) and stage {} ({}) both hold {}", claims[0],
+                                    globsText(file.stages[size_t(claims[0])]), claims[1],
+                                    globsText(file.stages[size_t(claims[1])]),
+                                    describeNode(node)));
+    if (claims.empty())
+      continue; // a top-level op: the stage of the node before it
+    int k = claims[0];
+    if (k < current)
+      return stageError(file, k,
+                        fmt::format("stage {} holds {}, which comes after {} of the later stage "
+                                    "{}; stages must follow the graph's order",
+                                    k, describeNode(node), describeNode(*previous), current));
+    if (first[static_cast<size_t>(k)] < 0)
+      first[static_cast<size_t>(k)] = node.id;
+    current = k;
+    previous = &node;
+  }
+  for (int k = 0; k < count; ++k)
+    if (first[static_cast<size_t>(k)] < 0)
+      return stageError(file, k,
+                        fmt::format("stage {} ({}) holds no node: no module path matches", k,
+                                    globsText(file.stages[static_cast<size_t>(k)])));
+  first[0] = 0; // top-level ops before the first module belong to the first stage
+  return first;
+}
+
+Expected<proto::Plan> applyStagedPlanFile(const ir::Graph &graph, const PlanFile &file,
+                                          int planNgpus, int runtimeNgpus) {
+  const int V = std::max(1, file.virtualStages);
+  const int S = static_cast<int>(file.stages.size()) / V;
+  auto at = [&](const std::string &msg) {
+    return Status::error(formatErrorWithSnippet(file.stagesPos, msg, file.text));
+  };
+  if (planNgpus % S != 0)
+    return at(fmt::format("{} devices per model copy do not split over the {} pipeline stages",
+                          planNgpus, S));
+  if (runtimeNgpus % planNgpus != 0)
+    return at(fmt::format("--runtime-ngpus {} is not a multiple of the {} devices per model copy",
+                          runtimeNgpus, planNgpus));
+  auto cuts = planFileStageCuts(graph, file);
+  if (!cuts)
+    return cuts.status();
+  auto plan = applyPlanFile(graph, file, planNgpus / S, runtimeNgpus / S);
+  if (!plan)
+    return plan.status();
+  PipelineOptions options;
+  options.stages = S;
+  options.virtualStages = V;
+  options.schedule = !file.schedule.empty() ? file.schedule : (V > 1 ? "interleaved" : "1f1b");
+  applyPipelineCuts(options, *cuts, *plan);
+  return plan;
+}
+
+namespace {
+
+// A plan file with `stages:`: the file says how many stages, their schedule
+// and micro-batches; the command line may repeat them but not contradict.
+Expected<proto::Plan> makeFromStagedFile(const ir::Graph &graph, const PlanOptions &options,
+                                         const PlanFile &file) {
+  const int V = std::max(1, file.virtualStages);
+  const int S = static_cast<int>(file.stages.size()) / V;
+  const PipelineOptions &cli = options.pipeline;
+  if (cli.stages > 1 && cli.stages != S)
+    return errorf("error: --pipeline-stages {} disagrees with the {} stages of {}", cli.stages,
+                  S, options.planFile);
+  if (cli.virtualStages > 1 && cli.virtualStages != V)
+    return errorf("error: --virtual-stages {} disagrees with virtual_stages {} in {}",
+                  cli.virtualStages, V, options.planFile);
+  std::string schedule = !file.schedule.empty() ? file.schedule : (V > 1 ? "interleaved" : "1f1b");
+  if (cli.schedule != "1f1b" && cli.schedule != schedule)
+    return errorf("error: --schedule {} disagrees with schedule {} of {}", cli.schedule, schedule,
+                  options.planFile);
+  int n = options.planNgpus > 0 ? options.planNgpus
+                                : (file.planNgpus > 0 ? file.planNgpus : options.runtimeNgpus);
+  int micro = file.microBatches > 0 ? file.microBatches : options.microBatches;
+  if (file.microBatches > 0 && options.microBatches != 1 && options.microBatches != micro)
+    return errorf("error: --micro-batches {} disagrees with micro_batches {} in {}",
+                  options.microBatches, micro, options.planFile);
+  if (schedule == "interleaved" && micro % S != 0)
+    return errorf("error: the interleaved schedule needs micro-batches divisible by the {} "
+                  "pipeline stages of {} (got {})",
+                  S, options.planFile, micro);
+  auto plan = applyStagedPlanFile(graph, file, n, options.runtimeNgpus);
+  if (!plan)
+    return plan.status();
+  plan->set_micro_batches(micro);
+  return plan;
+}
+
+} // namespace
+
 Expected<proto::Plan> makeFromPlanFile(const ir::Graph &graph, const PlanOptions &options) {
   auto file = readPlanFile(options.planFile);
   if (!file)
@@ -240,10 +374,22 @@ Expected<proto::Plan> makeFromPlanFile(const ir::Graph &graph, const PlanOptions
   if (options.zero >= 0 && file->zero >= 0 && options.zero != file->zero)
     return errorf("error: --zero {} disagrees with zero {} in {}", options.zero, file->zero,
                   options.planFile);
-  auto plan = applyPlanFile(graph, *file, n, options.runtimeNgpus);
+  auto plan = file->stages.empty() ? applyPlanFile(graph, *file, n, options.runtimeNgpus)
+                                   : makeFromStagedFile(graph, options, *file);
   if (plan && file->zero >= 0)
     plan->set_zero(file->zero);
+  if (plan && file->stages.empty() && file->microBatches > 0) {
+    if (options.microBatches != 1 && options.microBatches != file->microBatches)
+      return errorf("error: --micro-batches {} disagrees with micro_batches {} in {}",
+                    options.microBatches, file->microBatches, options.planFile);
+    plan->set_micro_batches(file->microBatches);
+  }
   return plan;
+}
+
+bool planFileHasStages(const std::string &path) {
+  auto file = readPlanFile(path);
+  return file && !file->stages.empty();
 }
 
 } // namespace nnsc::plan

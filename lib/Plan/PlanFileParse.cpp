@@ -1,9 +1,12 @@
 // Reading user plan files (PlanFile.h, docs/plan-files.md).
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include "nnsc/Plan/Pipeline.h"
 #include "nnsc/Plan/Plan.h"
 #include "nnsc/Plan/PlanFile.h"
 #include "nnsc/Support/File.h"
@@ -30,6 +33,7 @@ private:
   Status readInputs(const YAML::Node &n);
   Status readRecompute(const YAML::Node &n);
   Status readRecomputeEntry(const YAML::Node &n);
+  Status readPipeline(const YAML::Node &root);
 
   PlanFile file_;
 };
@@ -46,8 +50,11 @@ Expected<PlanFile> PlanFileReader::read() {
 
 Status PlanFileReader::readTop(const YAML::Node &root) {
   NNSC_RETURN_IF_ERROR(
-      checkKeys(root, {"plan_ngpus", "default", "rules", "inputs", "recompute", "zero"},
+      checkKeys(root,
+                {"plan_ngpus", "default", "rules", "inputs", "recompute", "zero", "stages",
+                 "schedule", "virtual_stages", "micro_batches"},
                 "the plan file"));
+  NNSC_RETURN_IF_ERROR(readPipeline(root));
   if (const YAML::Node n = root["inputs"])
     NNSC_RETURN_IF_ERROR(readInputs(n));
   if (const YAML::Node n = root["recompute"])
@@ -77,6 +84,73 @@ Status PlanFileReader::readTop(const YAML::Node &root) {
     return errorAt(rules, "'rules' must be a list of rules");
   for (const YAML::Node &r : rules)
     NNSC_RETURN_IF_ERROR(readRule(r));
+  return Status::ok();
+}
+
+Status PlanFileReader::readPipeline(const YAML::Node &root) {
+  if (const YAML::Node n = root["micro_batches"]) {
+    auto v = readInt(n, "micro_batches", 1);
+    if (!v)
+      return v.status();
+    if (*v > kMaxMicroBatches)
+      return errorAt(n, fmt::format("impossible micro_batches {}; expected 1 to {}", *v,
+                                    kMaxMicroBatches));
+    file_.microBatches = static_cast<int>(*v);
+  }
+  const YAML::Node stages = root["stages"];
+  for (const char *key : {"schedule", "virtual_stages"})
+    if (root[key] && !stages)
+      return errorAt(root[key], fmt::format("'{}' needs 'stages' (the pipeline stages)", key));
+  if (!stages)
+    return Status::ok();
+  file_.stagesPos = posOf(stages);
+  if (!stages.IsSequence() || stages.size() < 2)
+    return errorAt(stages, "'stages' must list two or more pipeline stages, each a module path "
+                           "glob or a list of them");
+  if (stages.size() > static_cast<size_t>(kMaxPipelineStages))
+    return errorAt(stages, fmt::format("'stages' lists {} stages; the limit is {}", stages.size(),
+                                       kMaxPipelineStages));
+  for (const YAML::Node &entry : stages) {
+    StageRule stage;
+    stage.pos = posOf(entry);
+    bool globs = entry.IsScalar() || (entry.IsSequence() && std::all_of(entry.begin(), entry.end(),
+                                                                       [](const YAML::Node &g) {
+                                                                         return g.IsScalar();
+                                                                       }));
+    if (!globs)
+      return errorAt(entry, "a stage is a module path glob or a list of them");
+    NNSC_RETURN_IF_ERROR(readStrings(entry, stage.modules, "stage"));
+    if (stage.modules.empty())
+      return errorAt(entry, "a stage lists no module path glob");
+    file_.stages.push_back(std::move(stage));
+  }
+  if (const YAML::Node n = root["virtual_stages"]) {
+    auto v = readInt(n, "virtual_stages", 1);
+    if (!v)
+      return v.status();
+    if (*v > kMaxVirtualStages)
+      return errorAt(n, fmt::format("impossible virtual_stages {}; expected 1 to {}", *v,
+                                    kMaxVirtualStages));
+    if (file_.stages.size() % static_cast<size_t>(*v) != 0)
+      return errorAt(n, fmt::format("virtual_stages {} does not divide the {} stages listed", *v,
+                                    file_.stages.size()));
+    file_.virtualStages = static_cast<int>(*v);
+  }
+  if (const YAML::Node n = root["schedule"]) {
+    const auto &known = pipelineSchedules();
+    if (!n.IsScalar() || std::find(known.begin(), known.end(), n.Scalar()) == known.end())
+      return errorAt(n, fmt::format("unknown schedule '{}'; expected one of: {}",
+                                    n.IsScalar() ? n.Scalar() : std::string("?"),
+                                    fmt::join(known, ", ")));
+    file_.schedule = n.Scalar();
+  }
+  bool interleaved = file_.schedule == "interleaved";
+  if (file_.virtualStages > 1 && !file_.schedule.empty() && !interleaved)
+    return errorAt(root["schedule"], fmt::format("virtual_stages {} needs schedule: interleaved",
+                                                 file_.virtualStages));
+  if (interleaved && file_.virtualStages < 2)
+    return errorAt(root["schedule"], "schedule interleaved needs virtual_stages 2 or more (the "
+                                     "model chunks each physical stage holds)");
   return Status::ok();
 }
 

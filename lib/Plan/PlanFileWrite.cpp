@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "nnsc/Plan/NodeSplit.h"
+#include "nnsc/Plan/Pipeline.h"
 #include "nnsc/Plan/PlanFile.h"
 
 namespace nnsc::plan {
@@ -215,13 +216,23 @@ Status checkExpressible(const ir::Graph &graph, const proto::Plan &plan) {
   return Status::ok();
 }
 
+// A pipelined plan's stages, schedule and micro-batches; "" for others.
+struct PipelineText {
+  int planNgpus = 0; ///< all stages' devices
+  std::string text;
+};
+
 std::string fileText(const ir::Graph &graph, const proto::Plan &plan,
-                     const std::vector<std::string> &header, bool generaliseLayers) {
+                     const std::vector<std::string> &header, bool generaliseLayers,
+                     const PipelineText &pipeline = {}) {
   std::string out;
   for (const std::string &line : header)
     out += "# " + line + "\n";
-  out += fmt::format("plan_ngpus: {}\nzero: {}\ndefault: replicate\n", plan.plan_ngpus(),
-                     plan.zero());
+  out += fmt::format("plan_ngpus: {}\nzero: {}\ndefault: replicate\n",
+                     pipeline.text.empty() ? plan.plan_ngpus() : pipeline.planNgpus, plan.zero());
+  if (plan.micro_batches() > 1)
+    out += fmt::format("micro_batches: {}\n", plan.micro_batches());
+  out += pipeline.text;
   out += inputsText(graph, plan);
   out += recomputeText(graph, plan);
   std::string rules = rulesText(graph, plan, generaliseLayers);
@@ -233,11 +244,96 @@ std::string roundTrip(const ir::Graph &graph, const proto::Plan &plan, const std
   auto file = parsePlanFile(text, "written plan file");
   if (!file)
     return file.status().message();
-  auto again = applyPlanFile(graph, *file, plan.plan_ngpus(), plan.runtime_ngpus());
+  auto again = file->stages.empty()
+                   ? applyPlanFile(graph, *file, plan.plan_ngpus(), plan.runtime_ngpus())
+                   : applyStagedPlanFile(graph, *file, plan.plan_ngpus(), plan.runtime_ngpus());
   if (!again)
     return again.status().message();
   again->set_zero(file->zero);
-  return planDifference(plan, *again);
+  if (std::string d = planDifference(plan, *again); !d.empty())
+    return d;
+  if (plan.stages_size() > 1 &&
+      (plan.schedule() != again->schedule() || plan.stages_size() != again->stages_size()))
+    return fmt::format("schedule {} over {} stages vs {} over {}", plan.schedule(),
+                       plan.stages_size(), again->schedule(), again->stages_size());
+  return "";
+}
+
+// The modules that hold exactly each virtual stage's nodes: per node, its
+// outermost enclosing module whose nodes all lie in the node's stage. Nodes
+// outside every module (top-level ops) are left to follow the node before.
+Expected<std::vector<std::vector<std::string>>> stageModules(const ir::Graph &graph,
+                                                            const proto::Plan &plan) {
+  std::map<std::string, std::set<int>> stagesOf; // module path -> stages of its nodes
+  for (const ir::Node &node : graph.nodes())
+    for (const std::string &path : enclosingModules(node.modulePath))
+      stagesOf[path].insert(plan.nodes(static_cast<int>(node.id)).stage());
+  std::vector<std::vector<std::string>> out(static_cast<size_t>(plan.stages_size()));
+  std::set<std::string> taken;
+  for (const ir::Node &node : graph.nodes()) {
+    int stage = plan.nodes(static_cast<int>(node.id)).stage();
+    std::vector<std::string> paths = enclosingModules(node.modulePath);
+    if (paths.empty())
+      continue;
+    auto own = std::find_if(paths.begin(), paths.end(),
+                            [&](const std::string &p) { return stagesOf[p].size() == 1; });
+    if (own == paths.end())
+      return errorf("error: node {} ({} at {}) is in stage {}, but module {} also holds nodes of "
+                    "other stages; a plan file's stages are whole modules",
+                    node.id, node.op, node.modulePath, stage, node.modulePath);
+    if (taken.insert(*own).second)
+      out[static_cast<size_t>(stage)].push_back(*own);
+  }
+  return out;
+}
+
+// A pipelined plan seen from one stage: every node on the devices of its
+// stage's position (0 .. T-1), stage and schedule cleared; the rules are
+// written from it.
+Expected<proto::Plan> oneStage(const proto::Plan &plan, int S) {
+  const int T = plan.plan_ngpus() / S;
+  for (const proto::Stage &stage : plan.stages()) {
+    int base = (stage.id() % S) * T;
+    std::vector<int> want;
+    for (int d = 0; d < T; ++d)
+      want.push_back(base + d);
+    if (!std::equal(stage.devices().begin(), stage.devices().end(), want.begin(), want.end()))
+      return errorf("error: stage {} runs on other devices than {}..{}; a plan file's stages "
+                    "cannot say that",
+                    stage.id(), base, base + T - 1);
+  }
+  proto::Plan local = plan;
+  local.clear_stages();
+  local.clear_schedule();
+  local.set_plan_ngpus(T);
+  local.set_runtime_ngpus(plan.runtime_ngpus() / S);
+  for (proto::NodePlan &np : *local.mutable_nodes()) {
+    for (int &d : *np.mutable_devices())
+      d -= (np.stage() % S) * T;
+    np.set_stage(0);
+  }
+  return local;
+}
+
+Expected<PipelineText> pipelineText(const ir::Graph &graph, const proto::Plan &plan, int S) {
+  auto modules = stageModules(graph, plan);
+  if (!modules)
+    return modules.status();
+  PipelineText out;
+  out.planNgpus = plan.plan_ngpus();
+  int V = plan.stages_size() / S;
+  out.text = "schedule: " + plan.schedule() + "\n";
+  if (V > 1)
+    out.text += fmt::format("virtual_stages: {}\n", V);
+  out.text += "stages:\n";
+  for (size_t k = 0; k < modules->size(); ++k) {
+    std::string list;
+    for (const std::string &path : (*modules)[k])
+      list += (list.empty() ? "" : ", ") + yamlScalar(path);
+    out.text += fmt::format("  - [{}]{}\n", list,
+                            V > 1 ? fmt::format("   # physical stage {}", k % size_t(S)) : "");
+  }
+  return out;
 }
 
 std::string nodeDifference(const proto::NodePlan &a, const proto::NodePlan &b) {
@@ -251,7 +347,9 @@ std::string nodeDifference(const proto::NodePlan &a, const proto::NodePlan &b) {
                        a.node(), a.ident(), a.num(), blocks(a), b.ident(), b.num(), blocks(b));
   if (!std::equal(a.devices().begin(), a.devices().end(), b.devices().begin(), b.devices().end()))
     return fmt::format("node {}: other devices", a.node());
-  if (a.recompute_group() != b.recompute_group() || a.stage() != b.stage())
+  if (a.stage() != b.stage())
+    return fmt::format("node {}: stage {} vs {}", a.node(), a.stage(), b.stage());
+  if (a.recompute_group() != b.recompute_group())
     return fmt::format("node {}: recompute group {} vs {}", a.node(), a.recompute_group(),
                        b.recompute_group());
   return "";
@@ -282,12 +380,25 @@ std::string planDifference(const proto::Plan &a, const proto::Plan &b) {
 
 Expected<std::string> writePlanFile(const ir::Graph &graph, const proto::Plan &plan,
                                     const std::vector<std::string> &header) {
-  NNSC_RETURN_IF_ERROR(checkExpressible(graph, plan));
-  std::string text = fileText(graph, plan, header, true);
+  PipelineText pipeline;
+  proto::Plan rules = plan; // what the rules say: one stage's splits
+  if (plan.stages_size() > 1) {
+    int S = physicalStages(plan);
+    auto local = oneStage(plan, S);
+    if (!local)
+      return local.status();
+    auto text = pipelineText(graph, plan, S);
+    if (!text)
+      return text.status();
+    rules = local.take();
+    pipeline = text.take();
+  }
+  NNSC_RETURN_IF_ERROR(checkExpressible(graph, rules));
+  std::string text = fileText(graph, rules, header, true, pipeline);
   if (roundTrip(graph, plan, text).empty())
     return text;
   // A layer glob matched more than it should: name every instance.
-  text = fileText(graph, plan, header, false);
+  text = fileText(graph, rules, header, false, pipeline);
   std::string diff = roundTrip(graph, plan, text);
   if (!diff.empty())
     return errorf("internal error: the written plan file does not reproduce the plan: {}", diff);

@@ -96,13 +96,16 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
     return extra.status();
   std::string planFileText;
   if (!outputs.planFile.empty()) {
-    auto text = writePlanFile(
-        *graph, *plan,
-        {fmt::format("written by nnsc-plan --policy {} for {} ({} ranks)", plan->policy(),
-                     graphPath, plan->runtime_ngpus()),
-         "re-plan with: nnsc-plan GRAPH.pb --policy file --plan-file THIS.yaml --runtime-ngpus N",
-         "rules select module paths ('*' for every layer), op names and nth, the place of a",
-         "node among its module's nodes of that op; unlisted nodes are replicated"});
+    std::vector<std::string> header = {
+        fmt::format("written by nnsc-plan --policy {} for {} ({} ranks)", plan->policy(),
+                    graphPath, plan->runtime_ngpus()),
+        "re-plan with: nnsc-plan GRAPH.pb --policy file --plan-file THIS.yaml --runtime-ngpus N",
+        "rules select module paths ('*' for every layer), op names and nth, the place of a",
+        "node among its module's nodes of that op; unlisted nodes are replicated"};
+    if (plan->stages_size() > 1)
+      header.push_back("stages: the modules of each pipeline stage in order; the rules split "
+                       "within a stage's devices");
+    auto text = writePlanFile(*graph, *plan, header);
     if (!text)
       return text.status();
     planFileText = text.take();

@@ -18,6 +18,11 @@ Expected<proto::Plan> makeHybrid(const ir::Graph &graph, const PlanOptions &opti
 /// nodes without it replicated.
 Expected<proto::Plan> makeDataSplit(const ir::Graph &graph, const PlanOptions &options);
 /// file: the rules of a user plan file (PlanFile.h).
+/// A file with `stages:` makes the pipelined plan itself (the command
+/// line's pipeline options must agree with it).
 Expected<proto::Plan> makeFromPlanFile(const ir::Graph &graph, const PlanOptions &options);
+/// True when `path` reads as a plan file with `stages:` (false on any error:
+/// makeFromPlanFile reports it).
+bool planFileHasStages(const std::string &path);
 
 } // namespace nnsc::plan

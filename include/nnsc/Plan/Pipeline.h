@@ -19,6 +19,10 @@
 
 namespace nnsc::plan {
 
+/// The most pipeline stages (physical, and virtual per physical) a plan may have.
+constexpr int kMaxPipelineStages = 1024;
+constexpr int kMaxVirtualStages = 64;
+
 /// The schedules a pipelined plan may name.
 inline const std::vector<std::string> &pipelineSchedules() {
   static const std::vector<std::string> all = {"1f1b", "gpipe", "interleaved"};

@@ -16,6 +16,12 @@
 ///                                             # | replicate | follow
 ///   inputs:                  # optional: graph inputs fed split
 ///     - {name: idx, dim: 0}  # (num: plan_ngpus)
+///   stages:                  # optional: pipeline stages in order (Pipeline.h),
+///     - [transformer.wte, transformer.h.0]   # module path globs per stage
+///     - 'transformer.h.[1]'
+///   schedule: 1f1b           # with stages: 1f1b | gpipe | interleaved
+///   virtual_stages: 1        # with stages: chunks per physical stage
+///   micro_batches: 4         # optional; --micro-batches must agree
 ///   recompute:               # optional: recompute groups (Recompute.h)
 ///     - transformer.h.*      # every module instance the glob matches
 ///     - {class: Block}       # every instance of the class
@@ -81,6 +87,13 @@ struct InputRule {
   int num = 0; ///< 0: plan_ngpus
 };
 
+/// One pipeline stage of a plan file's `stages:` list: the module path globs
+/// whose modules (with everything inside them) it holds.
+struct StageRule {
+  SourcePos pos;
+  std::vector<std::string> modules;
+};
+
 struct PlanFile {
   std::string path;
   std::string text;  ///< for error snippets
@@ -92,12 +105,25 @@ struct PlanFile {
   /// `recompute:` recompute groups (Recompute.h): a module path glob, or a
   /// map {module: globs} | {class: names} | {node: ids} per entry.
   std::vector<RecomputeSelector> recompute;
+  /// `stages:` the virtual stages in order (empty: no pipeline). A node is
+  /// in the stage one of whose globs matches its module path or an enclosing
+  /// module's; a node no glob matches (top-level ops) is in the stage of the
+  /// node before it. Virtual stage k runs on physical stage k mod S.
+  std::vector<StageRule> stages;
+  SourcePos stagesPos;
+  std::string schedule; ///< "" not given (1f1b, or interleaved with virtual stages)
+  int virtualStages = 0; ///< 0 not given (1)
+  int microBatches = 0;  ///< 0 not given
 };
 
 /// Reads and checks a plan file (syntax, keys, values; not the graph).
 Expected<PlanFile> readPlanFile(const std::string &path);
 /// As readPlanFile, from text; `path` names it in errors.
 Expected<PlanFile> parsePlanFile(const std::string &text, const std::string &path);
+
+/// A module path and the paths of the modules enclosing it, outermost first:
+/// "h.0.attn" -> {"h", "h.0", "h.0.attn"}; "" (top-level ops) -> {}.
+std::vector<std::string> enclosingModules(const std::string &modulePath);
 
 /// fnmatch-style: '*' matches any run of characters (dots included), '?'
 /// one character; everything else itself.
@@ -108,10 +134,23 @@ bool globMatch(std::string_view pattern, std::string_view text);
 Expected<proto::Plan> applyPlanFile(const ir::Graph &graph, const PlanFile &file, int planNgpus,
                                     int runtimeNgpus);
 
+/// The node ids that begin each virtual stage of `file.stages` (the first
+/// is 0), for applyPipelineCuts. Errors at the stage's position: a stage
+/// that holds no node, a node two stages claim, a node that belongs to an
+/// earlier stage than the node before it (stages must follow graph order).
+Expected<std::vector<int64_t>> planFileStageCuts(const ir::Graph &graph, const PlanFile &file);
+
+/// The pipelined plan of a file with `stages:` over `planNgpus` devices per
+/// model copy (all stages; the rules split over each stage's planNgpus / S)
+/// and `runtimeNgpus` ranks: the rules per stage, then the stages' cuts.
+Expected<proto::Plan> applyStagedPlanFile(const ir::Graph &graph, const PlanFile &file,
+                                          int planNgpus, int runtimeNgpus);
+
 /// A plan file (text) whose rules give `plan` again for `graph`: module-path
 /// rules (layer indices generalised to '*' where every layer agrees, `nth`
 /// where a module holds several nodes of one op), the input splits, ZeRO
-/// and recompute groups. The text is checked by applying it: an error if
+/// and recompute groups; a pipelined plan's stages as module paths, its
+/// schedule and micro-batches. The text is checked by applying it: an error if
 /// it does not reproduce every node's split, devices and recompute group.
 /// `header` lines are written first as comments.
 Expected<std::string> writePlanFile(const ir::Graph &graph, const proto::Plan &plan,
