@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -265,6 +266,93 @@ Outcome pipelineTrial(StageContext &c, const plan::PipelineOptions &po,
   return out;
 }
 
+// "20+20": pivot instances (layers) per virtual stage.
+std::string layersText(const std::vector<int64_t> &cuts, const std::vector<int64_t> &starts) {
+  std::string out;
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    int64_t end = k + 1 < cuts.size() ? cuts[k + 1] : INT64_MAX;
+    long count = std::count_if(starts.begin(), starts.end(),
+                               [&](int64_t s) { return s >= cuts[k] && s < end; });
+    out += (out.empty() ? "" : "+") + std::to_string(count);
+  }
+  return out;
+}
+
+void assignStages(StageContext &c, const std::vector<int64_t> &cuts) {
+  c.stageOf.assign(c.graph.nodes().size(), 0);
+  for (size_t n = 0, k = 0; n < c.graph.nodes().size(); ++n) {
+    while (k + 1 < cuts.size() && static_cast<int64_t>(n) >= cuts[k + 1])
+      ++k;
+    c.stageOf[n] = static_cast<int>(k);
+  }
+}
+
+// Is `a` better than `b`: it fits where b does not, or both fit and a is
+// faster per sample, or neither fits and a needs less memory.
+bool better(const Trial &a, const Trial &b) {
+  if (a.fits != b.fits)
+    return a.fits;
+  if (a.fits)
+    return a.secondsPerSample < b.secondsPerSample * (1 - 1e-9);
+  return a.memoryBytes > 0 && (b.memoryBytes <= 0 || a.memoryBytes < b.memoryBytes);
+}
+
+/// A configuration searched, to refine its cuts.
+struct Tried {
+  StageContext context;
+  plan::PipelineOptions po;
+  std::vector<int64_t> cuts;
+};
+
+// Moves one stage boundary at a time by one pivot, either way, keeping a move
+// that makes the configuration better, until none does or `budget` trials
+// are spent: the balanced cut evens out compute, not memory, and 1F1B's first
+// stage holds the most micro-batches. The better outcome, or none.
+std::optional<Outcome> moveCuts(Tried t, const Outcome &start, const std::vector<int64_t> &starts,
+                                double limit, int budget) {
+  auto t0 = Clock::now();
+  Outcome best = start;
+  std::vector<int64_t> cuts = t.cuts;
+  bool improved = true;
+  int spent = 0;
+  while (improved && spent < budget) {
+    improved = false;
+    for (size_t b = 1; b < cuts.size() && !improved && spent < budget; ++b)
+      for (int dir : {-1, +1}) {
+        auto at = std::lower_bound(starts.begin(), starts.end(), cuts[b]) - starts.begin();
+        long j = static_cast<long>(at) + dir;
+        if (j < 0 || j >= static_cast<long>(starts.size()))
+          continue;
+        int64_t moved = starts[static_cast<size_t>(j)];
+        if (moved <= cuts[b - 1] || (b + 1 < cuts.size() && moved >= cuts[b + 1]))
+          continue;
+        std::vector<int64_t> trial = cuts;
+        trial[b] = moved;
+        assignStages(t.context, trial);
+        Outcome o = pipelineTrial(t.context, t.po, trial, limit);
+        ++spent;
+        if (std::getenv("NNSC_AUTODIST_DEBUG"))
+          std::fprintf(stderr, "pipeline cuts %s: %s %.4g s/sample %.4g bytes\n",
+                       layersText(trial, starts).c_str(), o.trial.fits ? "fits" : "no",
+                       o.trial.secondsPerSample, o.trial.memoryBytes);
+        if (better(o.trial, best.trial)) {
+          best = std::move(o);
+          cuts = trial;
+          improved = true;
+          break;
+        }
+        if (spent >= budget)
+          break;
+      }
+  }
+  if (cuts == t.cuts)
+    return std::nullopt;
+  best.trial.layers = layersText(cuts, starts);
+  best.trial.balancedLayers = layersText(t.cuts, starts);
+  best.trial.searchSeconds = secondsSince(t0);
+  return best;
+}
+
 } // namespace
 
 Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cost::Cluster &cluster,
@@ -283,7 +371,12 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
       if (N % S == 0)
         counts.push_back(S);
   }
+  auto pivots = plan::pivotStarts(graph, options.pipelinePivots);
+  if (!pivots)
+    return pivots.status();
+  const std::vector<int64_t> &starts = *pivots;
   std::vector<Outcome> out;
+  std::vector<Tried> tried; // beside out
   for (int S : counts) {
     plan::PipelineOptions po;
     po.stages = S;
@@ -298,12 +391,7 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
       break;
     }
     StageContext c{graph, cluster, options, cache, blocks, constrained, {}, S};
-    c.stageOf.assign(graph.nodes().size(), 0);
-    for (size_t n = 0, k = 0; n < graph.nodes().size(); ++n) {
-      while (k + 1 < cuts->size() && static_cast<int64_t>(n) >= (*cuts)[k + 1])
-        ++k;
-      c.stageOf[n] = static_cast<int>(k);
-    }
+    assignStages(c, *cuts);
     std::vector<int> widths;
     if (options.planNgpus > 0) {
       if (options.planNgpus % S != 0) {
@@ -333,6 +421,8 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
       for (int z : zeros) {
         c.zero = z;
         out.push_back(pipelineTrial(c, po, *cuts, limit));
+        out.back().trial.layers = layersText(*cuts, starts);
+        tried.push_back({c, po, *cuts});
         if (std::getenv("NNSC_AUTODIST_DEBUG"))
           std::fprintf(stderr, "pipeline %d x %d x %d zero %d: %s\n", S, T, c.dp, z,
                        out.back().trial.why.c_str());
@@ -341,6 +431,23 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
       }
     }
   }
+  // Move the boundaries of the fastest configuration that fits and of the
+  // one that misses the limit by the least (within a quarter).
+  int fastest = -1, nearest = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Trial &t = out[i].trial;
+    if (t.fits && (fastest < 0 || t.secondsPerSample < out[size_t(fastest)].trial.secondsPerSample))
+      fastest = static_cast<int>(i);
+    if (!t.fits && t.memoryBytes > 0 && t.memoryBytes <= 1.25 * limit &&
+        (nearest < 0 || t.memoryBytes < out[size_t(nearest)].trial.memoryBytes))
+      nearest = static_cast<int>(i);
+  }
+  for (int i : {fastest, nearest})
+    if (i >= 0 && options.cutMoves > 0 && starts.size() > 1) {
+      auto moved = moveCuts(tried[size_t(i)], out[size_t(i)], starts, limit, options.cutMoves);
+      if (moved)
+        out.push_back(std::move(*moved));
+    }
   return out;
 }
 

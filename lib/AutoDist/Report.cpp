@@ -45,17 +45,27 @@ void printReport(const Result &result, const ir::Graph &graph, const cost::Clust
                       t.recomputeLayers, t.source,
                       t.source == "search" ? std::to_string(t.decisions) : "-",
                       t.source == "search" ? std::to_string(t.states) : "-", step, per, mem,
-                      search, t.fits ? "fits" : verdict(t.why));
+                      search,
+                      (t.fits ? std::string("fits") : verdict(t.why)) +
+                          (t.balancedLayers.empty()
+                               ? ""
+                               : fmt::format(" (layers {}, moved from {})", t.layers,
+                                             t.balancedLayers)));
   }
   if (result.chosen < 0)
     return;
   const Trial &c = result.trials[static_cast<size_t>(result.chosen)];
   std::string shape =
       c.stages > 1
-          ? fmt::format("{} pipeline stages ({} micro-batch{}, {} of {} waiting in the schedule) "
-                        "x {} device(s) per stage",
-                        c.stages, c.microBatches, c.microBatches == 1 ? "" : "es", formatSeconds(c.bubbleSeconds),
-                        formatSeconds(c.stepSeconds), c.planNgpus)
+          ? fmt::format("{} pipeline stages ({} micro-batch{}, {} of {} waiting in the schedule; "
+                        "layers {}{}) x {} device(s) per stage",
+                        c.stages, c.microBatches, c.microBatches == 1 ? "" : "es",
+                        formatSeconds(c.bubbleSeconds), formatSeconds(c.stepSeconds), c.layers,
+                        c.balancedLayers.empty()
+                            ? ""
+                            : fmt::format(", boundaries moved from the balanced {}",
+                                          c.balancedLayers),
+                        c.planNgpus)
           : fmt::format("{} device(s) per copy", c.planNgpus);
   os << fmt::format("chosen: {} x {} copies, zero {}, {} recomputed {}, from {}; "
                     "predicted step {}, {} per device\n",

@@ -72,6 +72,8 @@ std::string pivotInstance(const ir::Node &node, const std::vector<std::string> &
   return "";
 }
 
+} // namespace
+
 Expected<std::vector<int64_t>> pivotStarts(const ir::Graph &graph,
                                            std::vector<std::string> pivots) {
   if (pivots.empty()) {
@@ -96,7 +98,6 @@ Expected<std::vector<int64_t>> pivotStarts(const ir::Graph &graph,
   return starts;
 }
 
-} // namespace
 
 Status checkPipelineOptions(const PipelineOptions &o) {
   const auto &known = pipelineSchedules();

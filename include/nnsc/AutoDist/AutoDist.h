@@ -76,6 +76,10 @@ struct Options {
   std::string schedule = "1f1b";
   int virtualStages = 1;
   std::vector<std::string> pipelinePivots; ///< empty: the most-numbered module class
+  /// Pipelines: the most configurations tried with stage boundaries moved
+  /// off the balanced cut, one pivot at a time, for the best configuration
+  /// and the nearest miss of the limit (0: keep the balanced cut).
+  int cutMoves = 8;
 };
 
 /// One configuration the search tried, with its exact prices.
@@ -102,6 +106,10 @@ struct Trial {
   /// keeps furthest above its smallest option.
   std::string constraintNote;
   bool folded = false; ///< the repeated blocks were solved once
+  /// Pipelines: pivot instances (layers) per virtual stage, "20+20", and the
+  /// balanced cut's when the search moved the boundaries ("" otherwise).
+  std::string layers;
+  std::string balancedLayers;
 };
 
 struct Result {

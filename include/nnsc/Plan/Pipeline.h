@@ -49,6 +49,12 @@ Status checkPipelineOptions(const PipelineOptions &options);
 /// stages need, a pivot class the graph lacks.
 Status applyPipeline(const ir::Graph &graph, const PipelineOptions &options, proto::Plan &plan);
 
+/// The node ids where an instance of a pivot class begins, after the first
+/// node: the places a pipeline may be cut (`pivots` empty: the class with
+/// the most numbered instances). Errors: no such class in the graph.
+Expected<std::vector<int64_t>> pivotStarts(const ir::Graph &graph,
+                                           std::vector<std::string> pivots);
+
 /// The cuts applyPipeline makes: the node ids that begin each of the S x v
 /// virtual stages (the first is 0), at pivot starts, balancing the nodes'
 /// forward and backward cost. Errors: as applyPipeline's.
