@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
-all=(annotation annotation_split op_yaml plan_file graph_pb plan_pb manifest_pb safetensors checkpoint_meta
+all=(annotation annotation_split op_yaml plan_file constraints graph_pb plan_pb manifest_pb safetensors checkpoint_meta
      trainer_config input_spec)
 targets=("${@:-${all[@]}}")
 

@@ -1,5 +1,6 @@
 // Fuzzes user plan files (docs/plan-files.md) as `nnsc-plan --policy file
-// --runtime-ngpus 2` reads them: parse, apply to the seed MLP graph, then
+// --runtime-ngpus 2` reads them: parse, apply to the seed MLP graph (with
+// its pipeline stages when it has `stages:`), then
 // validate and partition the plan as the tool does before writing it.
 #include "FuzzCommon.h"
 #include "nnsc/Plan/Plan.h"
@@ -19,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (runtimeNgpus % n != 0) // makeFromPlanFile refuses it before applying
     return 0;
   const ir::Graph &graph = fuzz::seedGraph();
-  auto planned = plan::applyPlanFile(graph, *file, n, runtimeNgpus);
+  auto planned = file->stages.empty() ? plan::applyPlanFile(graph, *file, n, runtimeNgpus)
+                                      : plan::applyStagedPlanFile(graph, *file, n, runtimeNgpus);
   if (!planned) {
     fuzz::checkMessage(planned.status());
     return 0;
@@ -28,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // internal error (exit 2) there.
   planned->set_format_version(plan::kPlanFormatVersion);
   planned->set_graph_fingerprint(plan::graphFingerprint(graph));
-  planned->set_micro_batches(1);
+  planned->set_micro_batches(file->microBatches > 0 ? file->microBatches : 1);
   Status st = plan::validatePlan(*planned, graph);
   NNSC_FUZZ_CHECK(st, "a plan file gave an invalid plan: " + st.message());
   auto parts = transform::partitionGraph(graph, *planned);

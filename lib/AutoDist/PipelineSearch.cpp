@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -44,6 +45,9 @@ struct StageContext {
   const std::vector<plan::NodeConstraint> *constrained;
   std::vector<int> stageOf; ///< per node: its virtual stage
   int stages = 1, planNgpus = 1, dp = 1, zero = 0, micro = 1;
+  /// Stage plans by (virtual stage, first node, end node, memory limit) for
+  /// the configuration above: moving one boundary re-plans two stages only.
+  std::map<std::tuple<int, int64_t, int64_t, double>, StagePlan> memo;
 };
 
 bool inside(const ir::Node &node, const std::string &path) {
@@ -185,7 +189,13 @@ Outcome pipelineTrial(StageContext &c, const plan::PipelineOptions &po,
       if (!stale[static_cast<size_t>(k)])
         continue;
       int inFlight = chunkInFlight(passes[static_cast<size_t>(k % S)], k / S);
-      stagePlans[static_cast<size_t>(k)] = planStage(c, k, inFlight, limits[static_cast<size_t>(k)]);
+      auto key = std::make_tuple(k, cuts[static_cast<size_t>(k)],
+                                 k + 1 < S * V ? cuts[static_cast<size_t>(k) + 1] : INT64_MAX,
+                                 limits[static_cast<size_t>(k)]);
+      auto known = c.memo.find(key);
+      if (known == c.memo.end())
+        known = c.memo.emplace(key, planStage(c, k, inFlight, limits[static_cast<size_t>(k)])).first;
+      stagePlans[static_cast<size_t>(k)] = known->second;
       stale[static_cast<size_t>(k)] = false;
       const StagePlan &sp = stagePlans[static_cast<size_t>(k)];
       if (!sp.fits) {
@@ -420,9 +430,11 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
         zeros = c.dp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
       for (int z : zeros) {
         c.zero = z;
+        c.memo.clear();
         out.push_back(pipelineTrial(c, po, *cuts, limit));
         out.back().trial.layers = layersText(*cuts, starts);
         tried.push_back({c, po, *cuts});
+        tried.back().context.memo.clear(); // refined ones plan their stages again once
         if (std::getenv("NNSC_AUTODIST_DEBUG"))
           std::fprintf(stderr, "pipeline %d x %d x %d zero %d: %s\n", S, T, c.dp, z,
                        out.back().trial.why.c_str());
@@ -431,20 +443,32 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
       }
     }
   }
-  // Move the boundaries of the fastest configuration that fits and of the
-  // one that misses the limit by the least (within a quarter).
-  int fastest = -1, nearest = -1;
+  // Move the boundaries of the fastest configuration that fits, and of those
+  // that miss the limit by at most a quarter but would be faster if they fit:
+  // the fastest first, three at most.
+  int fastest = -1;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].trial.fits &&
+        (fastest < 0 || out[i].trial.secondsPerSample < out[size_t(fastest)].trial.secondsPerSample))
+      fastest = static_cast<int>(i);
+  std::vector<int> refine;
   for (size_t i = 0; i < out.size(); ++i) {
     const Trial &t = out[i].trial;
-    if (t.fits && (fastest < 0 || t.secondsPerSample < out[size_t(fastest)].trial.secondsPerSample))
-      fastest = static_cast<int>(i);
-    if (!t.fits && t.memoryBytes > 0 && t.memoryBytes <= 1.25 * limit &&
-        (nearest < 0 || t.memoryBytes < out[size_t(nearest)].trial.memoryBytes))
-      nearest = static_cast<int>(i);
+    bool near = !t.fits && t.memoryBytes > 0 && t.memoryBytes <= 1.25 * limit &&
+                t.secondsPerSample > 0 &&
+                (fastest < 0 || t.secondsPerSample < out[size_t(fastest)].trial.secondsPerSample);
+    if (near || static_cast<int>(i) == fastest)
+      refine.push_back(static_cast<int>(i));
   }
-  for (int i : {fastest, nearest})
-    if (i >= 0 && options.cutMoves > 0 && starts.size() > 1) {
-      auto moved = moveCuts(tried[size_t(i)], out[size_t(i)], starts, limit, options.cutMoves);
+  std::sort(refine.begin(), refine.end(), [&](int a, int b) {
+    return out[size_t(a)].trial.secondsPerSample < out[size_t(b)].trial.secondsPerSample;
+  });
+  if (refine.size() > 3)
+    refine.resize(3);
+  if (options.cutMoves > 0 && starts.size() > 1)
+    for (int i : refine) {
+      auto moved =
+          moveCuts(std::move(tried[size_t(i)]), out[size_t(i)], starts, limit, options.cutMoves);
       if (moved)
         out.push_back(std::move(*moved));
     }

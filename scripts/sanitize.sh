@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The sanitizer pass (.ci/run runs it after the test command): builds the whole
+# project with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/
+# and runs the unit suites, the golden suite and the hostile-input corpus
+# under them. Any report fails the test that caused it (UBSan halts at the
+# first, ASan always does). Leak detection is off: LibTorch's and Python's
+# process-lifetime allocations would drown ours.
+#   scripts/sanitize.sh [ctest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NNSC_SKIP_BUILD=1 scripts/setup.sh
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# -O0 without debug info: the cheapest build; LibTorch, which does the heavy
+# work, is not rebuilt, so the tests run nearly as fast as in Release.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0" \
+  -DNNSC_SANITIZE=ON >/dev/null
+cmake --build build-asan
+export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:detect_odr_violation=0:verify_asan_link_order=0:${ASAN_OPTIONS:-}
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}
+ctest --test-dir build-asan --output-on-failure -j "$(nproc)" \
+  -R '^(unit: |runtime: |golden$|hostile)' "$@"
