@@ -1,5 +1,6 @@
 #include "nnsc/Runtime/Launcher.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -213,18 +214,30 @@ private:
     writeAllFd(s.outFd, lines);
   }
 
+  // Workers that ended since the last pass. When several failed at once, a
+  // crash or signal is reported first and decides the exit code: the others
+  // most likely exited 1 because that peer vanished.
   void reap() {
+    std::vector<Worker *> failedNow;
     for (auto &w : workers_) {
       if (!w.running || ::waitpid(w.pid, &w.status, WNOHANG) != w.pid)
         continue;
       w.running = false;
       lastExit_ = Clock::now();
-      if (!failed(w.status) || stopping_)
-        continue;
-      fmt::print(stderr, "{}: error: rank {} died ({})\n", opts_.name, w.rank,
-                 describeStatus(w.status));
-      std::fflush(stderr);
-      exitCode_ = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1 ? 1 : 2;
+      if (failed(w.status) && !stopping_)
+        failedNow.push_back(&w);
+    }
+    auto badInput = [](const Worker *w) {
+      return WIFEXITED(w->status) && WEXITSTATUS(w->status) == 1;
+    };
+    std::stable_sort(failedNow.begin(), failedNow.end(),
+                     [&](const Worker *a, const Worker *b) { return !badInput(a) && badInput(b); });
+    for (const Worker *w : failedNow)
+      fmt::print(stderr, "{}: error: rank {} died ({})\n", opts_.name, w->rank,
+                 describeStatus(w->status));
+    std::fflush(stderr);
+    if (!failedNow.empty()) {
+      exitCode_ = badInput(failedNow.front()) ? 1 : 2;
       beginShutdown();
     }
   }
