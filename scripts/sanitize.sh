@@ -18,4 +18,4 @@ cmake --build build-asan
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:detect_odr_violation=0:verify_asan_link_order=0:${ASAN_OPTIONS:-}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" \
-  -R '^(unit: |runtime: |golden$|hostile)' "$@"
+  -R '^(unit:|runtime:|golden$|hostile)' "$@"
