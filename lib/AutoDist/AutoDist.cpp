@@ -25,6 +25,17 @@
 
 namespace nnsc::autodist {
 
+bool takePriced(Outcome &out, proto::Plan plan, const Priced &priced, double limit) {
+  Trial &t = out.trial;
+  t.stepSeconds = priced.step;
+  t.memoryBytes = priced.memory;
+  t.bubbleSeconds = priced.bubble;
+  out.plan = std::move(plan);
+  t.fits = priced.memory <= limit;
+  t.why = t.fits ? "" : "the plan found needs " + plan::formatBytes(priced.memory) + " per device";
+  return t.fits;
+}
+
 double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -303,15 +314,8 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
       t.why = priced.status().message();
       break;
     }
-    t.stepSeconds = priced->step;
-    t.memoryBytes = priced->memory;
-    out.plan = plan.take();
-    if (priced->memory <= limit) {
-      t.fits = true;
-      t.why.clear();
+    if (takePriced(out, plan.take(), *priced, limit))
       break;
-    }
-    t.why = "the plan found needs " + plan::formatBytes(priced->memory) + " per device";
     dpLimit -= (priced->memory - limit) * 1.05;
     if (dpLimit <= 0)
       break;

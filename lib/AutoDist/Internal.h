@@ -72,6 +72,10 @@ struct Outcome {
   proto::Plan plan;
 };
 
+/// Records a priced plan in `out` (step, memory, pipeline waiting, the plan)
+/// and whether it fits `limit`; returns that.
+bool takePriced(Outcome &out, proto::Plan plan, const Priced &priced, double limit);
+
 /// The pipelined configurations (PipelineSearch.cpp): for every stage count
 /// S the options allow and every T devices per stage dividing N / S, the
 /// graph cut at pivots into S balanced stages, each stage searched on its

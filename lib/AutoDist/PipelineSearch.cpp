@@ -244,16 +244,8 @@ Outcome pipelineTrial(StageContext &c, const plan::PipelineOptions &po,
       t.why = priced.status().message();
       break;
     }
-    t.stepSeconds = priced->step;
-    t.memoryBytes = priced->memory;
-    t.bubbleSeconds = priced->bubble;
-    out.plan = plan.take();
-    if (priced->memory <= limit) {
-      t.fits = true;
-      t.why.clear();
+    if (takePriced(out, plan.take(), *priced, limit))
       break;
-    }
-    t.why = "the plan found needs " + plan::formatBytes(priced->memory) + " per device";
     bool lowered = false;
     for (int p = 0; p < S; ++p) {
       double worst = 0;

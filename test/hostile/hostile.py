@@ -260,8 +260,8 @@ def run_setup(case, names):
 
 # ---------------------------------------------------------------- running
 
-def children_of(pid):
-    kids = []
+def proc_stats():
+    """(pid, the fields of /proc/PID/stat after the command name) of every process."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -269,26 +269,16 @@ def children_of(pid):
             stat = read(f"/proc/{entry}/stat", "r")
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if int(fields[1]) == pid:
-            kids.append(int(entry))
-    return sorted(kids)
+        yield int(entry), stat[stat.rfind(")") + 2:].split()
+
+
+def children_of(pid):
+    return sorted(p for p, fields in proc_stats() if int(fields[1]) == pid)
 
 
 def group_members(pgid):
     """Live processes (not zombies) of process group pgid."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = read(f"/proc/{entry}/stat", "r")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            pids.append(int(entry))
-    return pids
+    return [p for p, fields in proc_stats() if fields[0] != "Z" and int(fields[2]) == pgid]
 
 
 def execute(argv, cwd, env, timeout, sig=None, rlimit_as=None):

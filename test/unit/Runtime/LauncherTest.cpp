@@ -85,6 +85,16 @@ TEST_CASE("launcher: a killed worker stops the others", "[runtime][launcher]") {
   CHECK(secs < 10);
 }
 
+TEST_CASE("launcher: a crash decides the exit code over a peer's exit 1 after it",
+          "[runtime][launcher]") {
+  // Rank 1 dies of SIGKILL; rank 0 exits 1 just after (as a worker whose peer
+  // vanished does), usually within the same pass of the launcher, which
+  // checks rank 0 first: the crash is still the cause, exit 2.
+  for (int i = 0; i < 10; ++i)
+    CHECK(runLocalWorkers(shell(2, "if [ $RANK = 1 ]; then kill -9 $$; fi; sleep 0.05; exit 1")) ==
+          2);
+}
+
 TEST_CASE("launcher: exit code 1 of a worker is passed on", "[runtime][launcher]") {
   CHECK(runLocalWorkers(shell(2, "exit 1")) == 1);
   CHECK(runLocalWorkers(shell(3, "[ $RANK = 2 ] && exit 5; exit 0")) == 2);
