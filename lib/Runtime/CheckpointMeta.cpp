@@ -27,7 +27,7 @@ std::string fromHex(const std::string &hex) {
 }
 
 nlohmann::json metaToJson(const CheckpointMeta &m) {
-  return {{"format", 1},
+  nlohmann::json j = {{"format", 1},
           {"step", m.step},
           {"data_position", m.dataPosition},
           {"lr_schedule", {{"name", m.lrSchedule}, {"base_lr", m.baseLr}, {"last_lr", m.lastLr}}},
@@ -41,6 +41,11 @@ nlohmann::json metaToJson(const CheckpointMeta &m) {
           {"zero", m.zero},
           {"model_name", m.modelName},
           {"shards", shardsToJson(m.shards)}};
+  if (m.lossScale)
+    j["loss_scale"] = {{"scale", m.lossScale->scale},
+                       {"clean_steps", m.lossScale->cleanSteps},
+                       {"hysteresis_left", m.lossScale->hysteresisLeft}};
+  return j;
 }
 
 Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string &file) {
@@ -60,6 +65,17 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
     m.planNgpus = jsonIntAt<int>(j, "plan_ngpus");
     m.modelName = j.value("model_name", "");
     m.zero = j.contains("zero") ? jsonIntAt<int>(j, "zero") : 0;
+    if (j.contains("loss_scale")) {
+      const nlohmann::json &ls = j.at("loss_scale");
+      LossScaleState state;
+      state.scale = ls.at("scale").get<double>();
+      state.cleanSteps = jsonIntAt<int64_t>(ls, "clean_steps");
+      state.hysteresisLeft = jsonIntAt<int64_t>(ls, "hysteresis_left");
+      if (!(state.scale > 0) || state.cleanSteps < 0)
+        return errorf("{}: error: bad checkpoint metadata: loss_scale {} with {} clean steps", file,
+                      state.scale, state.cleanSteps);
+      m.lossScale = state;
+    }
     if (m.zero < 0 || m.zero > 1)
       return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 or 1", file,
                     m.zero);

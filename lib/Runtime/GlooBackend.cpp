@@ -4,6 +4,11 @@
 // here with alltoall_base (each rank receives its slice from every peer) and
 // a local reduction, which moves the same (n-1)/n of the data per rank as a
 // ring reduce-scatter.
+//
+// LibTorch 1.13's Gloo has no bfloat16 ("Invalid scalar type"): bf16 tensors
+// travel as float32 copies (Widened below). That is exact for every operation
+// but a sum, which then accumulates in float32 and rounds once at the end:
+// closer to the exact sum than a bfloat16 ring, and the same on every rank.
 #include <cstdlib>
 #include <functional>
 
@@ -74,6 +79,31 @@ c10d::ReduceOp toC10d(ReduceOp op) {
   return c10d::ReduceOp::SUM;
 }
 
+bool isBf16(const at::Tensor &t) { return t.scalar_type() == at::kBFloat16; }
+
+at::Tensor widen(const at::Tensor &t) { return isBf16(t) ? t.to(at::kFloat) : t; }
+
+// Float32 stand-ins for the bf16 tensors of a list, and the step that writes
+// their results back.
+struct Widened {
+  std::vector<at::Tensor> tensors;
+  std::function<void()> back;
+
+  explicit Widened(std::vector<at::Tensor> &original) {
+    std::vector<std::pair<at::Tensor, at::Tensor>> pairs;
+    for (at::Tensor &t : original) {
+      tensors.push_back(widen(t));
+      if (isBf16(t))
+        pairs.emplace_back(t, tensors.back());
+    }
+    if (!pairs.empty())
+      back = [pairs] {
+        for (const auto &[to, from] : pairs)
+          to.copy_(from);
+      };
+  }
+};
+
 bool isLoopback(const std::string &host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
@@ -97,7 +127,9 @@ public:
   std::string name() const override { return "gloo"; }
 
 protected:
-  WorkPtr doAllReduce(std::vector<at::Tensor> &tensors, ReduceOp op) override {
+  WorkPtr doAllReduce(std::vector<at::Tensor> &original, ReduceOp op) override {
+    Widened widened(original);
+    std::vector<at::Tensor> &tensors = widened.tensors;
     return launch("allreduce", [&] {
       // c10d treats a list as replicas of one tensor; reduce each separately
       // (coalesced into one buffer when they share a dtype).
@@ -116,22 +148,23 @@ protected:
         works.push_back(pg_->allreduce(one, opts));
       }
       return works;
-    });
+    }, widened.back);
   }
 
-  WorkPtr doAllGather(const at::Tensor &input, std::vector<at::Tensor> &outputs) override {
+  WorkPtr doAllGather(const at::Tensor &input, std::vector<at::Tensor> &original) override {
+    Widened outputs(original);
     return launch("allgather", [&] {
-      std::vector<std::vector<at::Tensor>> out{outputs};
-      std::vector<at::Tensor> in{input.contiguous()};
+      std::vector<std::vector<at::Tensor>> out{outputs.tensors};
+      std::vector<at::Tensor> in{widen(input).contiguous()};
       c10d::AllgatherOptions opts;
       opts.timeout = group().timeout;
       return std::vector{pg_->allgather(out, in, opts)};
-    });
+    }, outputs.back);
   }
 
   WorkPtr doReduceScatter(const std::vector<at::Tensor> &inputs, at::Tensor &output,
                           ReduceOp op) override {
-    at::Tensor send = at::stack(inputs);
+    at::Tensor send = widen(at::stack(inputs));
     at::Tensor received = at::empty_like(send);
     auto finish = [received, output, op]() mutable {
       if (op == ReduceOp::Sum)
@@ -150,17 +183,21 @@ protected:
         finish);
   }
 
-  WorkPtr doAllToAll(const at::Tensor &input, at::Tensor &output) override {
+  WorkPtr doAllToAll(const at::Tensor &input, at::Tensor &original) override {
+    std::vector<at::Tensor> list{original};
+    Widened output(list);
     return launch("alltoall", [&] {
       std::vector<int64_t> equal;
-      at::Tensor in = input;
+      at::Tensor in = widen(input);
       c10d::AllToAllOptions opts;
       opts.timeout = group().timeout;
-      return std::vector{pg_->alltoall_base(output, in, equal, equal, opts)};
-    });
+      return std::vector{pg_->alltoall_base(output.tensors[0], in, equal, equal, opts)};
+    }, output.back);
   }
 
-  WorkPtr doBroadcast(std::vector<at::Tensor> &tensors, int root) override {
+  WorkPtr doBroadcast(std::vector<at::Tensor> &original, int root) override {
+    Widened widened(original);
+    std::vector<at::Tensor> &tensors = widened.tensors;
     return launch("broadcast", [&] {
       std::vector<c10::intrusive_ptr<c10d::Work>> works;
       for (at::Tensor &t : tensors) {
@@ -171,21 +208,23 @@ protected:
         works.push_back(pg_->broadcast(one, opts));
       }
       return works;
-    });
+    }, widened.back);
   }
 
   WorkPtr doSend(const at::Tensor &tensor, int dst, int tag) override {
     return launch("send", [&] {
-      std::vector<at::Tensor> one{tensor};
+      std::vector<at::Tensor> one{widen(tensor)};
       return std::vector{pg_->send(one, dst, tag)};
     });
   }
 
-  WorkPtr doRecv(at::Tensor &tensor, int src, int tag) override {
+  WorkPtr doRecv(at::Tensor &original, int src, int tag) override {
+    std::vector<at::Tensor> list{original};
+    Widened tensor(list);
     return launch("recv", [&] {
-      std::vector<at::Tensor> one{tensor};
+      std::vector<at::Tensor> one{tensor.tensors[0]};
       return std::vector{pg_->recv(one, src, tag)};
-    });
+    }, tensor.back);
   }
 
   WorkPtr doBarrier() override {

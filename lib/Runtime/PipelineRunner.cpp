@@ -73,7 +73,10 @@ Status PipelineRunner::receive(TrainerState &s, const proto::PipeTensor &t, bool
     queue.erase(queue.begin());
     return Status::ok();
   }
-  out = at::empty(shape, at::TensorOptions().dtype(type.value_or(at::kFloat)).device(s.device));
+  at::ScalarType dtype = type.value_or(at::kFloat);
+  if (s.precision && at::isFloatingType(dtype))
+    dtype = s.precision->computeDtype(); // activations travel in the compute dtype
+  out = at::empty(shape, at::TensorOptions().dtype(dtype).device(s.device));
   Status st = s.comm->world().recv(out, t.peer(), t.tag() + (gradient ? kPipelineGradientTag : 0))->wait();
   if (!st.isOk())
     return st.withContext(fmt::format("pipeline: receiving {} of {} from rank {}",
@@ -104,8 +107,8 @@ Status PipelineRunner::forward(TrainerState &s, const proto::PipeStep &st, int64
     else if (b.shard >= 0)
       args.emplace_back(s.shards[static_cast<size_t>(b.shard)]);
     else if (b.input >= 0)
-      args.emplace_back(batches_[static_cast<size_t>(st.micro())][static_cast<size_t>(b.input)]
-                            .to(s.device));
+      args.emplace_back(programInput(
+          s, batches_[static_cast<size_t>(st.micro())][static_cast<size_t>(b.input)]));
     else
       args.emplace_back(sl.received[static_cast<size_t>(b.recv)]);
   }
@@ -150,6 +153,8 @@ Status PipelineRunner::backward(TrainerState &s, const proto::PipeStep &st) {
   }
   if (!roots.empty())
     torch::autograd::backward(roots, grads);
+  if (s.precision)
+    s.precision->foldGrads(); // accumulate over micro-batches in float32
   sl.outputs.clear();
   sl.gradients.clear();
   return Status::ok();

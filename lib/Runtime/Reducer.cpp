@@ -80,6 +80,12 @@ void Reducer::installHooks() {
   }
 }
 
+void Reducer::setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dtype) {
+  TORCH_CHECK(!scatter_, "mixed-precision main gradients are not supported with ZeRO buckets");
+  mainGrads_ = std::move(mainGrads);
+  flatDtype_ = dtype;
+}
+
 void Reducer::prepare(bool reduce) {
   // A group of one has nothing to sum (but may still have a divisor).
   armed_ = reduce && (group_->size() > 1 || divisor_ != 1);
@@ -104,7 +110,9 @@ void Reducer::launch(Bucket &b) {
   at::NoGradGuard noGrad;
   const at::Tensor &first = params_[b.members[0]];
   if (!b.flat.defined())
-    b.flat = at::empty({b.numel}, first.options().requires_grad(false));
+    b.flat = at::empty({b.numel},
+                       first.options().dtype(flatDtype_.value_or(first.scalar_type()))
+                           .requires_grad(false));
   for (size_t j = 0; j < b.members.size(); ++j) {
     const at::Tensor &p = params_[b.members[j]];
     at::Tensor slot = b.flat.narrow(0, b.offsets[j], p.numel());
@@ -112,6 +120,9 @@ void Reducer::launch(Bucket &b) {
       slot.copy_(p.grad().detach().reshape({-1}));
     else
       slot.zero_();
+    // Mixed precision: the earlier micro-batches' share, kept in float32.
+    if (!mainGrads_.empty() && mainGrads_[b.members[j]].grad().defined())
+      slot.add_(mainGrads_[b.members[j]].grad().reshape({-1}));
   }
   if (!scatter_) {
     std::vector<at::Tensor> tensors{b.flat};
@@ -176,6 +187,15 @@ Status Reducer::finish() {
     for (size_t j = 0; j < b.members.size(); ++j) {
       at::Tensor &p = params_[b.members[j]];
       at::Tensor src = b.flat.narrow(0, b.offsets[j], p.numel()).view(p.sizes());
+      if (!mainGrads_.empty()) {
+        at::Tensor &main = mainGrads_[b.members[j]].mutable_grad();
+        if (main.defined())
+          main.copy_(src);
+        else
+          main = src.to(at::kFloat, false, true);
+        p.mutable_grad() = at::Tensor();
+        continue;
+      }
       if (p.grad().defined())
         p.mutable_grad().detach().copy_(src);
       else

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <ostream>
 
 #include <ATen/ATen.h>
@@ -96,6 +97,8 @@ Expected<double> microBatchesStep(TrainerState &s, int64_t step) {
   const int64_t accum = s.config.train.gradAccumulation;
   double lossSum = 0;
   for (int64_t micro = 0; micro < accum; ++micro) {
+    if (s.precision && micro > 0)
+      s.precision->foldGrads(); // accumulate over micro-batches in float32
     for (auto &r : s.reducers)
       r->prepare(micro == accum - 1);
     NNSC_RETURN_IF_ERROR(syncBuffersBeforeForward(s));
@@ -112,23 +115,56 @@ Expected<double> microBatchesStep(TrainerState &s, int64_t step) {
   return lossSum;
 }
 
-Expected<double> trainStep(TrainerState &s, int64_t step, double lr, double &gradNorm) {
+void zeroGrads(TrainerState &s) {
+  s.optimizer->zeroGrad();
+  for (auto &z : s.zero)
+    z->zeroGrad();
+}
+
+// Mixed precision after the reducers: every gradient in its float32 master;
+// fp16 unscales them and says whether the step overflowed (then it is
+// skipped, as GradScaler and Megatron skip it, and the scale drops).
+Expected<bool> masterGradients(TrainerState &s) {
+  if (!s.precision)
+    return false;
+  s.precision->foldGrads();
+  auto overflow = s.precision->unscale(s.comm->world(), s.device);
+  if (overflow && *overflow) {
+    s.precision->updateScale(true);
+    zeroGrads(s);
+  }
+  return overflow;
+}
+
+Expected<double> trainStep(TrainerState &s, int64_t step, double lr, StepRecord &r) {
   const int64_t accum = s.config.train.gradAccumulation;
   auto lossSum = s.pipeline ? pipelineStep(s, step) : microBatchesStep(s, step);
   if (!lossSum)
     return lossSum.status();
-  for (auto &r : s.reducers)
-    NNSC_RETURN_IF_ERROR(r->finish());
+  for (auto &red : s.reducers)
+    NNSC_RETURN_IF_ERROR(red->finish());
+  if (s.precision && s.precision->scaler())
+    r.lossScale = s.precision->lossScale(); // the scale this step's backward used
+  auto overflow = masterGradients(s);
+  if (!overflow)
+    return overflow.status();
+  r.skipped = *overflow;
+  if (r.skipped) {
+    r.gradNorm = std::numeric_limits<double>::quiet_NaN();
+    return averageOverCopies(s, *lossSum, double(accum));
+  }
   auto norm = gradientNorm(s);
   if (!norm)
     return norm.status();
-  gradNorm = *norm;
+  r.gradNorm = *norm;
   s.optimizer->step(lr);
   for (auto &z : s.zero)
     NNSC_RETURN_IF_ERROR(z->step(lr)); // and all-gathers the parameters
-  s.optimizer->zeroGrad();
-  for (auto &z : s.zero)
-    z->zeroGrad();
+  zeroGrads(s);
+  if (s.precision) {
+    s.precision->copyMastersToShards();
+    s.precision->updateScale(false);
+  }
   return averageOverCopies(s, *lossSum, double(accum));
 }
 
@@ -172,7 +208,7 @@ public:
       r.steps = t.steps;
       r.lr = s_.schedule->at(step);
       stepStart_ = Clock::now(); // validation and checkpoints are not the step's
-      auto loss = trainStep(s_, step, r.lr, r.gradNorm);
+      auto loss = trainStep(s_, step, r.lr, r);
       if (!loss)
         return loss.status();
       r.loss = *loss;
@@ -310,6 +346,8 @@ at::Tensor lossForBackward(const TrainerState &s, const at::Tensor &loss) {
   double scale = s.manifest.loss_scale();
   if (scale != 0 && scale != 1)
     scaled = scaled * scale;
+  if (s.precision && s.precision->lossScale() != 1)
+    scaled = scaled * s.precision->lossScale(); // fp16's dynamic scale
   if (s.config.train.gradAccumulation > 1)
     scaled = scaled / s.config.train.gradAccumulation;
   return scaled;

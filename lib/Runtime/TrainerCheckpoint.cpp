@@ -36,7 +36,9 @@ RankState collectState(TrainerState &s, int64_t step, double lr) {
   m.zero = s.zero.empty() ? 0 : s.manifest.zero();
   m.shards = s.shardInfo;
   for (size_t i = 0; i < s.shards.size(); ++i)
-    st.shards[s.shardInfo[i].localName] = s.shards[i];
+    st.shards[s.shardInfo[i].localName] = shardValue(s, i); // float32 masters
+  if (s.precision && s.precision->scaler())
+    m.lossScale = s.precision->scaler()->state();
   st.optimizer = optimizerState(s);
   return st;
 }
@@ -65,7 +67,7 @@ Status restoreShards(TrainerState &s, const RankState &st, const std::string &di
     if (it == st.shards.end() || it->second.sizes() != s.shards[i].sizes())
       return errorf("{}: error: rank {} lacks shard '{}' of shape [{}]", dir, s.env.rank, name,
                     fmt::join(s.shards[i].sizes(), ", "));
-    s.shards[i].copy_(it->second);
+    setShardValue(s, i, it->second);
   }
   return Status::ok();
 }
@@ -120,6 +122,8 @@ Status resumeTrainer(TrainerState &s) {
   NNSC_RETURN_IF_ERROR(restoreShards(s, *st, dir));
   NNSC_RETURN_IF_ERROR(loadOptimizerState(s, st->optimizer, dir));
   NNSC_RETURN_IF_ERROR(setCpuRngState(st->meta.rngState, dir));
+  if (s.precision && s.precision->scaler() && st->meta.lossScale)
+    s.precision->scaler()->setState(*st->meta.lossScale);
   if (st->meta.configHash != configHash(s.config) && s.isLogger())
     fmt::print(stderr,
                "nnsc-run: warning: {} was written with a different config (hash {} vs {}); "

@@ -159,6 +159,27 @@ std::string joined(const ConfigValue &v) {
   return out + "]";
 }
 
+// Gradients are reduced in float32 or in the training dtype itself.
+template <typename Err> Status checkPrecision(const TrainerConfig &c, Err err) {
+  const PrecisionConfig &p = c.precision;
+  if (p.gradReduceDtype != "fp32" && p.gradReduceDtype != p.mode)
+    return err("precision.grad_reduce_dtype",
+               fmt::format("precision.grad_reduce_dtype '{}' needs precision.mode '{}' (mode is "
+                           "'{}'); expected 'fp32'{}",
+                           p.gradReduceDtype, p.gradReduceDtype, p.mode,
+                           p.mode == "fp32" ? "" : fmt::format(" or '{}'", p.mode)));
+  if (p.lossScale.backoffFactor >= 1)
+    return err("precision.loss_scale.backoff_factor",
+               fmt::format("precision.loss_scale.backoff_factor must be below 1; got {}",
+                           p.lossScale.backoffFactor));
+  if (p.lossScale.minScale > p.lossScale.initial)
+    return err("precision.loss_scale.min",
+               fmt::format("precision.loss_scale.min ({}) is above precision.loss_scale.initial "
+                           "({})",
+                           p.lossScale.minScale, p.lossScale.initial));
+  return Status::ok();
+}
+
 Status checkCrossKeys(const TrainerConfig &c) {
   auto err = [&](const std::string &key, const std::string &msg) {
     return Status::error(formatError(c.positionOf(key), msg));
@@ -176,7 +197,7 @@ Status checkCrossKeys(const TrainerConfig &c) {
     return err("backend", "backend 'nccl' needs device 'cuda'");
   if (c.backend == "gloo" && c.device == "cuda")
     return err("backend", "backend 'gloo' is for device 'cpu'; use 'nccl' or 'auto' with cuda");
-  return Status::ok();
+  return checkPrecision(c, err);
 }
 
 } // namespace

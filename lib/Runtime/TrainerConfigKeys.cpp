@@ -135,6 +135,30 @@ std::vector<KeySpec> buildKeys() {
       "data_parallel.buffers", "broadcast", {"broadcast", "average"},
       [](C & c) -> auto & { return c.dataParallel.buffers; }));
   k.push_back(choiceKey(
+      "precision.mode", "fp32", {"fp32", "bf16", "fp16"},
+      [](C & c) -> auto & { return c.precision.mode; }));
+  k.push_back(choiceKey(
+      "precision.grad_reduce_dtype", "fp32", {"fp32", "bf16", "fp16"},
+      [](C & c) -> auto & { return c.precision.gradReduceDtype; }));
+  k.push_back(floatKey(
+      "precision.loss_scale.initial", "65536", 1e-30,
+      [](C & c) -> auto & { return c.precision.lossScale.initial; }));
+  k.push_back(floatKey(
+      "precision.loss_scale.growth_factor", "2.0", 1,
+      [](C & c) -> auto & { return c.precision.lossScale.growthFactor; }));
+  k.push_back(floatKey(
+      "precision.loss_scale.backoff_factor", "0.5", 1e-30,
+      [](C & c) -> auto & { return c.precision.lossScale.backoffFactor; }));
+  k.push_back(intKey(
+      "precision.loss_scale.growth_interval", "1000", 1,
+      [](C & c) -> auto & { return c.precision.lossScale.growthInterval; }, kMaxCount));
+  k.push_back(floatKey(
+      "precision.loss_scale.min", "1.0", 1e-30,
+      [](C & c) -> auto & { return c.precision.lossScale.minScale; }));
+  k.push_back(intKey(
+      "precision.loss_scale.hysteresis", "1", 1,
+      [](C & c) -> auto & { return c.precision.lossScale.hysteresis; }, kMaxCount));
+  k.push_back(choiceKey(
       "report_memory", "true", {"true", "false"},
       [](C & c) -> auto & { return c.reportMemory; }));
   k.push_back(stringKey(

@@ -207,6 +207,25 @@ Status openData(TrainerState &s) {
   return Status::ok();
 }
 
+at::Tensor programInput(const TrainerState &s, const at::Tensor &input) {
+  // Mixed precision: floating inputs in the compute dtype, as the weights.
+  if (s.precision && input.is_floating_point())
+    return input.to(s.device, s.precision->computeDtype());
+  return input.to(s.device);
+}
+
+at::Tensor shardValue(const TrainerState &s, size_t i) {
+  return s.precision ? s.precision->fullPrecision(i) : s.shards[i];
+}
+
+void setShardValue(TrainerState &s, size_t i, const at::Tensor &value) {
+  at::NoGradGuard noGrad;
+  if (s.precision)
+    s.precision->restore(i, value);
+  else
+    s.shards[i].copy_(value);
+}
+
 Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> &inputs) {
   std::vector<c10::IValue> args;
   for (const ArgBinding &b : s.args) {
@@ -215,7 +234,7 @@ Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> 
     else if (b.shard >= 0)
       args.emplace_back(s.shards[b.shard]);
     else
-      args.emplace_back(inputs[b.input].to(s.device));
+      args.emplace_back(programInput(s, inputs[b.input]));
   }
   auto outputs = s.program->run(std::move(args));
   if (!outputs)

@@ -15,6 +15,7 @@
 #include "nnsc/Runtime/Dataset.h"
 #include "nnsc/Runtime/LaunchEnv.h"
 #include "nnsc/Runtime/LrSchedule.h"
+#include "nnsc/Runtime/MixedPrecision.h"
 #include "nnsc/Runtime/Optimizer.h"
 #include "nnsc/Runtime/Program.h"
 #include "nnsc/Runtime/Reducer.h"
@@ -86,6 +87,10 @@ struct TrainerState {
   /// Pipelined programs (manifest pipeline): runs the schedule in place of
   /// the single forward and backward.
   std::shared_ptr<PipelineRunner> pipeline;
+  /// precision.mode bf16 | fp16: float32 masters beside the low shards
+  /// (`shards` are then low-precision; `trainable` and `plainTrainable` the
+  /// masters); null under fp32.
+  std::unique_ptr<MixedPrecision> precision;
 
   bool isLogger() const { return env.rank == 0; }
 };
@@ -142,6 +147,16 @@ double lossShare(const TrainerState &s, double loss);
 /// manifest's loss_scale, divided by the gradient accumulation (as `loss /
 /// accum` in Python).
 at::Tensor lossForBackward(const TrainerState &s, const at::Tensor &loss);
+
+/// Shard `i` as optimizers and checkpoints see it: its float32 master under
+/// mixed precision (or the shard in its original dtype), else the shard.
+at::Tensor shardValue(const TrainerState &s, size_t i);
+/// Sets shard `i` (and its master) to `value`, without recording grad.
+void setShardValue(TrainerState &s, size_t i, const at::Tensor &value);
+
+/// A fed input as the program takes it: on the device, floating inputs in
+/// the mixed-precision compute dtype.
+at::Tensor programInput(const TrainerState &s, const at::Tensor &input);
 
 /// Runs the program on one batch (DataFeed::batch's tensors); returns the
 /// loss output.

@@ -28,9 +28,14 @@ std::string formatDuration(double seconds) {
 }
 
 std::string formatProgressLine(const StepRecord &r) {
-  return fmt::format("step {}/{} | loss {:.4f} | lr {:.1e} | grad-norm {:.3f} | {} tok/s | eta {}",
-                     r.step, r.steps, r.loss, r.lr, r.gradNorm, withThousands(r.tokensPerS),
-                     formatDuration(r.etaSeconds));
+  std::string scale;
+  if (r.lossScale)
+    scale = fmt::format(" | loss scale {:g}{}", *r.lossScale,
+                        r.skipped ? " (inf/nan gradients: step skipped)" : "");
+  return fmt::format(
+      "step {}/{} | loss {:.4f} | lr {:.1e} | grad-norm {:.3f} | {} tok/s | eta {}{}", r.step,
+      r.steps, r.loss, r.lr, r.gradNorm, withThousands(r.tokensPerS),
+      formatDuration(r.etaSeconds), scale);
 }
 
 std::string formatValidationLine(const StepRecord &r) {
@@ -46,6 +51,12 @@ std::string formatMetricsRecord(const StepRecord &r) {
                       {"step_s", r.stepSeconds}};
   if (r.valLoss)
     j["val_loss"] = *r.valLoss;
+  if (r.lossScale)
+    j["loss_scale"] = *r.lossScale;
+  if (r.skipped) {
+    j["skipped"] = true;
+    j["grad_norm"] = nullptr; // NaN is not JSON
+  }
   return j.dump();
 }
 

@@ -14,6 +14,8 @@ struct StepRecord {
   double stepSeconds = 0; ///< wall time of this step alone
   double etaSeconds = 0;
   std::optional<double> valLoss;
+  std::optional<double> lossScale; ///< fp16: the scale the step's backward used
+  bool skipped = false;            ///< fp16: gradients overflowed, no update
 };
 
 /// "step 40/200 | loss 2.4312 | lr 9.8e-04 | grad-norm 0.842 | 11,204 tok/s | eta 0:01:23"

@@ -69,10 +69,11 @@ Expected<std::vector<at::Tensor>> cutShards(const TrainerState &s, const TensorM
     auto full = wholeTensor(weights, path, info, "", info.localName);
     if (!full)
       return full.status();
-    if (full->scalar_type() != s.shards[i].scalar_type())
+    at::ScalarType own = shardValue(s, i).scalar_type();
+    if (full->scalar_type() != own)
       return errorf("{}: error: tensor '{}' is {} in the merged checkpoint; the model's is {}",
                     path, info.originalName, c10::toString(full->scalar_type()),
-                    c10::toString(s.shards[i].scalar_type()));
+                    c10::toString(own));
     out.push_back(cutShard(*full, info));
   }
   return out;
@@ -130,12 +131,9 @@ Status resumeFromMerged(TrainerState &s, const std::string &path) {
   if (*position > s.config.train.steps)
     return errorf("{}: error: the merged checkpoint is at step {}, beyond train.steps {}",
                   optimPath, *position, s.config.train.steps);
-  {
-    at::NoGradGuard noGrad;
-    for (size_t i = 0; i < s.shards.size(); ++i)
-      if ((*shards)[i].defined())
-        s.shards[i].copy_((*shards)[i]);
-  }
+  for (size_t i = 0; i < s.shards.size(); ++i)
+    if ((*shards)[i].defined())
+      setShardValue(s, i, (*shards)[i]);
   NNSC_RETURN_IF_ERROR(loadOptimizerState(s, *states, optimPath));
   // The generator of this rank's copy, when the merged run had that copy.
   auto rng = optim->find(fmt::format("nnsc/rng_state/{}", s.layout.dpRank));

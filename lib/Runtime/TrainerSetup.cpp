@@ -71,6 +71,29 @@ Status loadShards(TrainerState &s) {
   return Status::ok();
 }
 
+// precision.mode bf16 | fp16: the shards become low-precision leaves with
+// float32 masters, which clipping and the optimizer see from here on.
+Status setupPrecision(TrainerState &s) {
+  const PrecisionConfig &p = s.config.precision;
+  if (p.mode == "fp32")
+    return Status::ok();
+  if (s.manifest.zero() >= 1)
+    return Status::error(formatError(
+        s.config.positionOf("precision.mode"),
+        fmt::format("precision.mode '{}' with ZeRO-1 (rank{}.pb zero {}) is not supported yet: "
+                    "plan without --zero or train in fp32",
+                    p.mode, s.env.rank, s.manifest.zero())));
+  std::vector<bool> trainable;
+  for (const ShardInfo &info : s.shardInfo)
+    trainable.push_back(info.trainable);
+  s.precision = std::make_unique<MixedPrecision>(p, s.shards, trainable);
+  s.trainable.clear();
+  for (size_t i = 0; i < s.shards.size(); ++i)
+    if (s.precision->master(i).defined())
+      s.trainable.push_back(s.precision->master(i));
+  return Status::ok();
+}
+
 Status bindArguments(TrainerState &s, const std::string &file) {
   std::string entry = s.manifest.entry();
   if (entry.empty() && s.program->functions().size() == 1)
@@ -152,9 +175,15 @@ Status buildReducers(TrainerState &s) {
     }
     // ZeRO-1 shards the optimizer states over the ranks holding these shards.
     bool scatter = s.manifest.zero() >= 1 && group->size() > 1;
+    std::vector<at::Tensor> masters;
+    for (const auto &n : spec.shards())
+      if (s.precision)
+        masters.push_back(s.precision->master(size_t(shardIndex[n])));
     s.reducers.push_back(std::make_unique<Reducer>(group, params, names, spec.bucket_bytes(),
                                                    spec.average(), timeout, spec.divisor(),
                                                    scatter));
+    if (s.precision)
+      s.reducers.back()->setMainGrads(std::move(masters), s.precision->reduceDtype());
   }
   return Status::ok();
 }
@@ -193,7 +222,7 @@ void buildOptimizer(TrainerState &s) {
   std::vector<OptimParam> params;
   for (size_t i = 0; i < s.shardInfo.size(); ++i)
     if (s.shardInfo[i].trainable)
-      byName[s.shardInfo[i].localName] = {s.shardInfo[i].localName, s.shards[i],
+      byName[s.shardInfo[i].localName] = {s.shardInfo[i].localName, shardValue(s, i),
                                           s.shardInfo[i].fullShape.size() >= 2};
   for (auto &r : s.reducers) {
     if (!r->scatters())
@@ -210,7 +239,7 @@ void buildOptimizer(TrainerState &s) {
     if (it == byName.end())
       continue;
     params.push_back(it->second);
-    s.plainTrainable.push_back(s.shards[i]);
+    s.plainTrainable.push_back(shardValue(s, i));
     s.plainReplicas.push_back(s.shardInfo[i].replicas);
   }
   s.optimizer = std::make_unique<Optimizer>(s.config.optimizer, std::move(params));
@@ -249,6 +278,7 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
   NNSC_RETURN_IF_ERROR(checkShapes(*s));
   NNSC_RETURN_IF_ERROR(openData(*s));
   NNSC_RETURN_IF_ERROR(loadShards(*s));
+  NNSC_RETURN_IF_ERROR(setupPrecision(*s));
   NNSC_RETURN_IF_ERROR(compileProgram(*s));
   NNSC_RETURN_IF_ERROR(connect(*s));
   NNSC_RETURN_IF_ERROR(buildReducers(*s));

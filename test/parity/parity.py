@@ -40,6 +40,11 @@ resumes it from the merged file (checkpoint.resume: merged.pt), with the gradien
 accumulation that keeps the global batch; steps 11.. must match the uninterrupted
 run within --rtol and the final weights within the weights tolerance.
 
+--precision bf16|fp16 trains in mixed precision (precision.mode; --grad-reduce-dtype,
+--loss-scale sets precision.loss_scale.initial); the reference implements the same
+recipe (reference_train.py). fp16 on a torch whose CPU kernels lack half matmuls (1.13)
+is skipped (exit 77). With fp16 every step's skip decision and loss scale must agree too.
+
 --attention picks the attention form of nanogpt and llama (their export's option; default
 explicit, today's matmul + mask + softmax). With --attention sdpa on a torch without
 F.scaled_dot_product_attention (1.13), or --example sdpa on one without its
@@ -70,6 +75,16 @@ def sdpa_has_gqa(gqa=True):
         f(torch.zeros(1, 2, 1, 1), torch.zeros(1, 1, 1, 1), torch.zeros(1, 1, 1, 1),
           enable_gqa=True)
     except TypeError:
+        return False
+    return True
+
+
+def cpu_has_half_matmul():
+    try:
+        torch.nn.functional.linear(torch.zeros(2, 2, dtype=torch.half),
+                                   torch.zeros(2, 2, dtype=torch.half))
+        torch.nn.functional.layer_norm(torch.zeros(2, 2, dtype=torch.half), (2,))
+    except RuntimeError:
         return False
     return True
 
@@ -195,6 +210,10 @@ def write_config(path, args, program, data, run_dir):
         "checkpoint": {"every": 10, "keep_last": 2},
         "data_parallel": {"buffers": args.buffers},
     }
+    if args.precision != "fp32":
+        cfg["precision"] = {"mode": args.precision, "grad_reduce_dtype": args.grad_reduce_dtype}
+        if args.loss_scale is not None:
+            cfg["precision"]["loss_scale"] = {"initial": args.loss_scale}
     import yaml
     with open(path, "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
@@ -225,10 +244,18 @@ def pending_buffers(args, work, b, final):
 
 
 def compare(args, work, pending=()):
-    ours = [json.loads(l) for l in open(os.path.join(work, "run", "metrics.jsonl"))]
-    ours = {r["step"]: r["loss"] for r in ours if "loss" in r}
+    records = [json.loads(l) for l in open(os.path.join(work, "run", "metrics.jsonl"))]
+    ours = {r["step"]: r["loss"] for r in records if "loss" in r}
     ref = [json.loads(l) for l in open(os.path.join(work, "ref", "losses.jsonl"))]
     passed = failed = 0
+    if args.precision == "fp16":  # the same steps skipped under the same scales
+        scaling = lambda rs: [(r["step"], r.get("skipped", False), r.get("loss_scale")) for r in rs
+                              if "loss" in r]
+        same = scaling(records) == scaling(ref)
+        skipped = [s for s, k, _ in scaling(ref) if k]
+        print(f"fp16 loss scaling: {len(skipped)} steps skipped {skipped}, final scale "
+              f"{ref[-1].get('loss_scale')}: {'same as' if same else 'DIFFERS from'} the reference")
+        passed, failed = passed + same, failed + (not same)
     print(f"{'step':>4} {'nnsc loss':>14} {'pytorch loss':>14} {'rel err':>10}")
     for r in ref:
         got = ours.get(r["step"])
@@ -339,6 +366,10 @@ def main():
     ap.add_argument("--dropout", type=float,
                     help="nanogpt: export with this dropout (the reference draws the same masks "
                          "only with one copy, --dp 1 --tp 1: see docs/recompute.md)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                    help="precision.mode of the run and the reference")
+    ap.add_argument("--grad-reduce-dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
+    ap.add_argument("--loss-scale", type=float, help="fp16: precision.loss_scale.initial")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
@@ -347,6 +378,9 @@ def main():
     if (args.attention == "sdpa" or need_gqa) and not sdpa_has_gqa(need_gqa):
         print(f"parity: skipped: torch {torch.__version__} has no scaled_dot_product_attention"
               f"{' with enable_gqa' if need_gqa else ''}")
+        sys.exit(SKIPPED)
+    if args.precision == "fp16" and not cpu_has_half_matmul():
+        print(f"parity: skipped: torch {torch.__version__} has no float16 matmul on the CPU")
         sys.exit(SKIPPED)
     os.makedirs(work, exist_ok=True)
     export = [PY, export_script(args.example), "--config", "tiny", "--out", f"{work}/model"]

@@ -26,6 +26,18 @@ Semantics mirrored from docs/trainer-config.md:
   from copy 0).
 - AdamW decays parameters with dim >= 2 only; clipping is clip_grad_norm_;
   cosine schedule with linear warmup as nanoGPT's get_lr.
+- precision.mode bf16 | fp16 (MixedPrecision, docs/trainer-config.md): the model
+  (weights, buffers, floating inputs) runs in the low dtype; the optimizer
+  updates float32 masters, which are rounded into the model after each step.
+  Each copy's gradient is summed over its micro-batches in float32 (in order);
+  with several copies each copy's sum is rounded to grad_reduce_dtype, the
+  copies' sums are added in float32 (nnsc's Gloo sums bf16 in float32; fp16 as
+  Gloo does, per element in float) and rounded to it again, then divided by the
+  copy count. fp16 multiplies each backward's loss by the dynamic loss scale
+  (loss * scale / accum), divides the masters' gradients by it, and skips the
+  step (no update, scale backed off) when any is not finite. This mirrors
+  nnsc's order of operations, so a data-parallel run matches it to the last
+  bit of the masters' arithmetic.
 """
 import argparse
 import json
@@ -103,9 +115,10 @@ def batch(tokens, block, seed, gs):
     return torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
 
 
-def make_optimizer(model, opt):
+def make_optimizer(model, opt, params=None):
     name = opt.get("name", "adamw")
-    params = [p for p in model.parameters() if p.requires_grad]
+    if params is None:
+        params = [p for p in model.parameters() if p.requires_grad]
     if name == "sgd":
         return torch.optim.SGD(params, lr=opt["lr"], momentum=opt.get("momentum", 0.0),
                                weight_decay=opt.get("weight_decay", 0.0), foreach=False)
@@ -149,6 +162,140 @@ class DataParallelBuffers:
                     b.copy_(copies[0])
 
 
+LOW = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+class LossScaler:
+    """LossScaler.h: Megatron's DynamicGradScaler (PyTorch's GradScaler with hysteresis 1)."""
+
+    def __init__(self, cfg):
+        self.initial = float(cfg.get("initial", 65536))
+        self.growth = float(cfg.get("growth_factor", 2.0))
+        self.backoff = float(cfg.get("backoff_factor", 0.5))
+        self.interval = int(cfg.get("growth_interval", 1000))
+        self.min = float(cfg.get("min", 1.0))
+        self.hysteresis = int(cfg.get("hysteresis", 1))
+        self.scale, self.clean, self.left = self.initial, 0, self.hysteresis
+
+    def update(self, overflow):
+        if overflow:
+            self.clean = 0
+            self.left -= 1
+            if self.left <= 0:
+                self.scale = max(self.scale * self.backoff, self.min)
+            return
+        self.clean += 1
+        if self.clean >= self.interval:
+            self.clean, self.left = 0, self.hysteresis
+            self.scale *= self.growth
+
+
+class MixedPrecision:
+    """The model in the low dtype, float32 masters for the optimizer (see the module text)."""
+
+    def __init__(self, model, cfg):
+        self.mode = cfg.get("mode", "fp32")
+        self.low = LOW[self.mode]
+        self.reduce = LOW[cfg.get("grad_reduce_dtype", "fp32")]
+        self.dtypes = {k: v.dtype for k, v in model.state_dict().items()}
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.masters = [p.detach().clone().float() for p in self.params]
+        model.to(self.low)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.scaler = LossScaler(cfg.get("loss_scale", {}) or {}) if self.mode == "fp16" else None
+        for m in self.masters:
+            m.requires_grad_(True)
+
+    def loss_scale(self):
+        return self.scaler.scale if self.scaler else 1.0
+
+    def input(self, t):
+        return t.to(self.low) if t.is_floating_point() else t
+
+    def copy_grads(self, sums):
+        """Adds the model's low-precision grads into `sums` (float32, one per param), clears them."""
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            g = p.grad.float()
+            sums[i] = g if sums[i] is None else sums[i] + g
+            p.grad = None
+
+    def reduce_copies(self, per_copy):
+        """The masters' grads from each copy's float32 sums, as nnsc's reducers make them."""
+        dp = len(per_copy)
+        for i, m in enumerate(self.masters):
+            sums = [c[i] if c[i] is not None else torch.zeros_like(m) for c in per_copy]
+            if dp == 1:
+                m.grad = sums[0]
+                continue
+            total = sums[0].to(self.reduce).float()
+            for s in sums[1:]:
+                total = total + s.to(self.reduce).float()
+            m.grad = (total.to(self.reduce) / dp).float()
+
+    def unscale(self):
+        """fp16: grads / scale; True when any is not finite (the step is skipped)."""
+        if not self.scaler:
+            return False
+        inverse = 1.0 / self.scaler.scale
+        bad = False
+        for m in self.masters:
+            m.grad.mul_(inverse)
+            bad = bad or not bool(torch.isfinite(m.grad).all())
+        return bad
+
+    def copy_masters(self):
+        with torch.no_grad():
+            for p, m in zip(self.params, self.masters):
+                p.copy_(m)
+
+    def state_dict(self, model):
+        """The model's state with float32 masters for parameters, buffers in their first dtype."""
+        by_ptr = {p.data_ptr(): m for p, m in zip(self.params, self.masters)}
+        return {k: by_ptr[v.data_ptr()].detach().clone() if v.data_ptr() in by_ptr
+                else v.to(self.dtypes[k]) for k, v in model.state_dict().items()}
+
+
+def train_mixed(args, model, mp, optimizer, make_batch, accum, mbs, log, opt, sched, steps):
+    """The training loop under precision.mode bf16 | fp16 (no buffer-writing models)."""
+    for step in range(steps):
+        lr = lr_at(step, opt, sched)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        losses = []
+        per_copy = [[None] * len(mp.params) for _ in range(args.dp)]
+        scale = mp.loss_scale()
+        for micro in range(accum):
+            for rank in range(args.dp):
+                first = ((step * accum + micro) * args.dp + rank) * mbs
+                out = model(*[mp.input(t) for t in make_batch(range(first, first + mbs))])
+                loss = out[0] if isinstance(out, tuple) else out
+                scaled = loss * scale if scale != 1 else loss
+                (scaled / accum if accum > 1 else scaled).backward()
+                mp.copy_grads(per_copy[rank])
+                losses.append(loss.item())
+        mp.reduce_copies(per_copy)
+        record = {"step": step + 1, "loss": sum(losses) / len(losses), "lr": lr}
+        if mp.unscale():
+            mp.scaler.update(True)
+            for m in mp.masters:
+                m.grad = None
+            record.update(grad_norm=None, skipped=True, loss_scale=scale)
+        else:
+            clip = opt.get("grad_clip", 0.0) or 0.0
+            norm = torch.nn.utils.clip_grad_norm_(mp.masters, clip if clip > 0 else float("inf"))
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            mp.copy_masters()
+            if mp.scaler:
+                mp.scaler.update(False)
+                record["loss_scale"] = scale
+            record["grad_norm"] = float(norm)
+        log.write(json.dumps(record) + "\n")
+    torch.save(mp.state_dict(model), os.path.join(args.out, "final.pt"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
@@ -171,7 +318,16 @@ def main():
     model = torch.jit.load(args.model)
     if args.float64:
         model = model.double()
-    optimizer = make_optimizer(model, opt)
+    precision = cfg.get("precision", {}) or {}
+    mp = None
+    if precision.get("mode", "fp32") != "fp32" and not args.float64:
+        # TorchScript's profiling executor rewrites the graph from the second call on (fused
+        # differentiable subgraphs, other backward formulas); nnsc-run turns it off. In float32
+        # that moves results by rounding only; in bf16 a rounding flip is a whole ulp (2^-8),
+        # so the recipe is compared with the same plain executor.
+        torch._C._set_graph_executor_optimize(False)
+        mp = MixedPrecision(model, precision)
+    optimizer = make_optimizer(model, opt, mp.masters if mp else None)
     specs = yaml.safe_load(open(args.inputs))["inputs"] if args.inputs else []
     shape = specs[0]["shape"] if specs else [0, 0]
     mbs = train.get("micro_batch_size", 0) or shape[0]
@@ -189,6 +345,9 @@ def main():
     buffers = DataParallelBuffers(model, cfg.get("data_parallel", {}).get("buffers", "broadcast"))
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "losses.jsonl"), "w")
+    if mp:
+        return train_mixed(args, model, mp, optimizer, make_batch, accum, mbs, log, opt, sched,
+                           train["steps"])
     for step in range(train["steps"]):
         lr = lr_at(step, opt, sched)
         for group in optimizer.param_groups:

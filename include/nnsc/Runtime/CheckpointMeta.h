@@ -4,11 +4,13 @@
 /// and the shard table. No LibTorch, so it can be read (and fuzzed) alone.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "nnsc/Runtime/LossScaler.h"
 #include "nnsc/Runtime/ShardTable.h"
 #include "nnsc/Support/Status.h"
 
@@ -25,6 +27,8 @@ struct CheckpointMeta {
   int zero = 0; ///< ZeRO stage of the run: 1 stores optimizer states as owned pieces
   std::string modelName;
   std::vector<ShardInfo> shards;
+  /// fp16 runs: the dynamic loss scale, so a resume scales as the run would.
+  std::optional<LossScaleState> lossScale;
 };
 
 /// The text of rank{r}.json for `meta` (one key per line, a final newline).

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,13 @@ public:
   ~Reducer();
   Reducer(const Reducer &) = delete;
   Reducer &operator=(const Reducer &) = delete;
+
+  /// Mixed precision (MixedPrecision.h): `mainGrads[k]` is the float32 master
+  /// of params()[k]. A bucket then holds each param's grad plus its master's
+  /// grad (earlier micro-batches, already folded), in `dtype`; finish() writes
+  /// the reduced values into the masters' grads and drops the params'.
+  /// Not with ZeRO (`scatter`). Call before the first backward.
+  void setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dtype);
 
   /// Arms the hooks for the next backward. With `reduce` false (a micro-batch
   /// before the last one) gradients only accumulate locally.
@@ -97,6 +105,8 @@ private:
 
   std::shared_ptr<CommBackend> group_;
   std::vector<at::Tensor> params_;
+  std::vector<at::Tensor> mainGrads_; ///< masters of params_, or empty
+  std::optional<at::ScalarType> flatDtype_;
   std::vector<std::string> names_;
   int64_t divisor_; ///< 1: keep the sums
   std::chrono::milliseconds timeout_;

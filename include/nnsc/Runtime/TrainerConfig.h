@@ -65,6 +65,30 @@ struct DataParallelConfig {
   std::string buffers = "broadcast";
 };
 
+/// Dynamic loss scaling of fp16 training (PyTorch's GradScaler and
+/// Megatron's DynamicGradScaler): the loss is multiplied by `scale` before
+/// backward; a step whose gradients hold an inf or NaN on any rank is skipped
+/// and, after `hysteresis` such steps in a row, the scale is multiplied by
+/// `backoffFactor` (never below `minScale`); after `growthInterval` steps
+/// without one it is multiplied by `growthFactor`.
+struct LossScaleConfig {
+  double initial = 65536;
+  double growthFactor = 2.0;
+  double backoffFactor = 0.5;
+  int64_t growthInterval = 1000;
+  double minScale = 1.0;
+  int64_t hysteresis = 1;
+};
+
+/// Mixed precision (docs/trainer-config.md): weights, activations and
+/// gradients in `mode`'s dtype; float32 master weights and optimizer states;
+/// gradients accumulated over micro-batches and reduced in `gradReduceDtype`.
+struct PrecisionConfig {
+  std::string mode = "fp32";            ///< fp32 | bf16 | fp16
+  std::string gradReduceDtype = "fp32"; ///< fp32 | bf16 | fp16 (the mode's dtype)
+  LossScaleConfig lossScale;            ///< fp16 only
+};
+
 /// The typed configuration. `positions` says where each key got its value
 /// (file:line:col, or the command-line option), for later error messages.
 struct TrainerConfig {
@@ -81,6 +105,7 @@ struct TrainerConfig {
   LrScheduleConfig lrSchedule;
   CheckpointConfig checkpoint;
   DataParallelConfig dataParallel;
+  PrecisionConfig precision;
   std::string metrics; ///< default ${run_dir}/metrics.jsonl
   /// "true": count live CPU tensor storage and print its peak beside the
   /// plan's estimate at the end (device cpu); "false": no counting.

@@ -200,3 +200,38 @@ TEST_CASE("config: data_parallel.buffers chooses how copies keep buffers equal",
              Catch::Matchers::ContainsSubstring(
                  "unknown key 'buffer' in section 'data_parallel'; expected one of: buffers"));
 }
+
+TEST_CASE("config: precision section, its defaults and its errors", "[runtime][config]") {
+  auto c = parse(kBase);
+  REQUIRE(c.isOk());
+  CHECK(c->precision.mode == "fp32");
+  CHECK(c->precision.gradReduceDtype == "fp32");
+  CHECK(c->precision.lossScale.initial == 65536);
+  auto fp16 = parse(std::string(kBase) + "precision:\n  mode: fp16\n  grad_reduce_dtype: fp16\n"
+                                         "  loss_scale:\n    initial: 1024\n    hysteresis: 2\n");
+  REQUIRE(fp16.isOk());
+  CHECK(fp16->precision.mode == "fp16");
+  CHECK(fp16->precision.gradReduceDtype == "fp16");
+  CHECK(fp16->precision.lossScale.initial == 1024);
+  CHECK(fp16->precision.lossScale.hysteresis == 2);
+  CHECK(configHash(*fp16) != configHash(*c)); // it changes the training math
+  auto mismatch = parse(std::string(kBase) + "precision:\n  mode: bf16\n  grad_reduce_dtype: fp16\n");
+  REQUIRE(!mismatch.isOk());
+  CHECK_THAT(mismatch.status().message(),
+             Catch::Matchers::StartsWith("cfg.yaml:14:22: error: precision.grad_reduce_dtype "
+                                         "'fp16' needs precision.mode 'fp16' (mode is 'bf16'); "
+                                         "expected 'fp32' or 'bf16'"));
+  auto mode = parse(std::string(kBase) + "precision:\n  mode: fp8\n");
+  REQUIRE(!mode.isOk());
+  CHECK_THAT(mode.status().message(),
+             Catch::Matchers::StartsWith("cfg.yaml:13:9: error: 'precision.mode' must be one of: "
+                                         "fp32, bf16, fp16, got 'fp8'"));
+  auto backoff = parse(std::string(kBase), {"--precision.loss_scale.backoff_factor=2"});
+  REQUIRE(!backoff.isOk());
+  CHECK_THAT(backoff.status().message(),
+             Catch::Matchers::ContainsSubstring("precision.loss_scale.backoff_factor must be "
+                                                "below 1; got 2"));
+  auto key = parse(std::string(kBase) + "precision:\n  loss_scale:\n    start: 8\n");
+  REQUIRE(!key.isOk());
+  CHECK_THAT(key.status().message(), Catch::Matchers::ContainsSubstring("unknown key 'start'"));
+}
