@@ -304,6 +304,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--inputs", help="inputs.yaml of the export: B and T when the config leaves them 0")
     ap.add_argument("--float64", action="store_true", help="train in double precision")
+    ap.add_argument("--float32", action="store_true",
+                    help="ignore the config's precision section: plain float32 training")
     args = ap.parse_args()
     cfg = yaml.safe_load(open(args.config))
     data, train, opt = cfg["data"], cfg["train"], cfg["optimizer"]
@@ -318,9 +320,11 @@ def main():
     model = torch.jit.load(args.model)
     if args.float64:
         model = model.double()
+    elif args.float32:
+        model = model.float()
     precision = cfg.get("precision", {}) or {}
     mp = None
-    if precision.get("mode", "fp32") != "fp32" and not args.float64:
+    if precision.get("mode", "fp32") != "fp32" and not (args.float64 or args.float32):
         # TorchScript's profiling executor rewrites the graph from the second call on (fused
         # differentiable subgraphs, other backward formulas); nnsc-run turns it off. In float32
         # that moves results by rounding only; in bf16 a rounding flip is a whole ulp (2^-8),
