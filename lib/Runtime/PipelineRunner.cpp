@@ -97,7 +97,7 @@ Status PipelineRunner::send(TrainerState &s, const proto::PipeTensor &t, bool gr
 }
 
 Status PipelineRunner::forward(TrainerState &s, const proto::PipeStep &st, int64_t step,
-                               bool training, double &lossSum) {
+                               bool training, LossSum &lossSum) {
   const Chunk &chunk = chunks_[static_cast<size_t>(st.chunk())];
   Slot &sl = slot(st.micro(), st.chunk());
   std::vector<c10::IValue> args;
@@ -124,7 +124,7 @@ Status PipelineRunner::forward(TrainerState &s, const proto::PipeStep &st, int64
     return errorf("rank{}.py: error: {} returned {} outputs; the manifest expects {}", s.env.rank,
                   chunk.spec->function(), outputs->size(), expected);
   if (chunk.spec->has_loss())
-    lossSum += lossShare(s, (*outputs)[0].detach().item<double>());
+    lossSum.add(s, (*outputs)[0]);
   sl.outputs = outputs.take();
   return Status::ok();
 }
@@ -161,7 +161,7 @@ Status PipelineRunner::backward(TrainerState &s, const proto::PipeStep &st) {
 }
 
 Status PipelineRunner::runStep(TrainerState &s, const proto::PipeStep &st, int64_t step,
-                               bool training, double &lossSum) {
+                               bool training, LossSum &lossSum) {
   const proto::PipeChunk &spec = *chunks_[static_cast<size_t>(st.chunk())].spec;
   Slot &sl = slot(st.micro(), st.chunk());
   switch (st.kind()) {
@@ -213,7 +213,7 @@ Status PipelineRunner::runStep(TrainerState &s, const proto::PipeStep &st, int64
 
 Status PipelineRunner::run(TrainerState &s,
                            const google::protobuf::RepeatedPtrField<proto::PipeStep> &steps,
-                           int64_t step, bool training, double &lossSum) {
+                           int64_t step, bool training, LossSum &lossSum) {
   slots_.clear();
   local_.clear();
   for (const proto::PipeStep &st : steps)
@@ -225,21 +225,19 @@ Status PipelineRunner::run(TrainerState &s,
   return Status::ok();
 }
 
-Expected<double> PipelineRunner::train(TrainerState &s, int64_t step) {
+Expected<LossSum> PipelineRunner::train(TrainerState &s, int64_t step) {
   batches_.clear();
   for (int64_t micro = 0; micro < s.config.train.gradAccumulation; ++micro)
     batches_.push_back(s.trainData->batch(s.layout, step, micro));
-  double lossSum = 0;
+  LossSum lossSum;
   NNSC_RETURN_IF_ERROR(run(s, s.manifest.pipeline().steps(), step, true, lossSum));
   return lossSum;
 }
 
-Expected<double> PipelineRunner::evaluate(TrainerState &s, int64_t v) {
+Status PipelineRunner::evaluate(TrainerState &s, int64_t v, LossSum &lossSum) {
   at::NoGradGuard noGrad;
   batches_ = {s.valData->valBatch(s.layout, v)};
-  double lossSum = 0;
-  NNSC_RETURN_IF_ERROR(run(s, s.manifest.pipeline().eval_steps(), v, false, lossSum));
-  return lossSum;
+  return run(s, s.manifest.pipeline().eval_steps(), v, false, lossSum);
 }
 
 } // namespace nnsc::rt

@@ -14,6 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "TrainerImpl.h"
 #include "nnsc/Runtime/Comm.h"
 #include "nnsc/Support/Status.h"
 #include "nnsc/manifest.pb.h"
@@ -33,9 +34,9 @@ public:
   /// One training step's forwards and backwards (gradients accumulate in
   /// the shards; the caller runs the reducers). Returns the sum over
   /// micro-batches of this rank's loss shares (0 without a loss).
-  Expected<double> train(TrainerState &s, int64_t step);
-  /// Validation batch `v` forward only; this rank's loss share (or 0).
-  Expected<double> evaluate(TrainerState &s, int64_t v);
+  Expected<LossSum> train(TrainerState &s, int64_t step);
+  /// Validation batch `v` forward only; adds this rank's loss share (if any).
+  Status evaluate(TrainerState &s, int64_t v, LossSum &lossSum);
 
 private:
   struct Binding {
@@ -52,11 +53,11 @@ private:
   };
 
   Status run(TrainerState &s, const google::protobuf::RepeatedPtrField<proto::PipeStep> &steps,
-             int64_t step, bool training, double &lossSum);
+             int64_t step, bool training, LossSum &lossSum);
   Status runStep(TrainerState &s, const proto::PipeStep &st, int64_t step, bool training,
-                 double &lossSum);
+                 LossSum &lossSum);
   Status forward(TrainerState &s, const proto::PipeStep &st, int64_t step, bool training,
-                 double &lossSum);
+                 LossSum &lossSum);
   Status backward(TrainerState &s, const proto::PipeStep &st);
   Status receive(TrainerState &s, const proto::PipeTensor &t, bool gradient, at::Tensor &out);
   Status send(TrainerState &s, const proto::PipeTensor &t, bool gradient, const at::Tensor &value);

@@ -30,11 +30,11 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 
 // The mean over data-parallel copies and `count` micro-batches of the copies'
 // losses, each the sum of its ranks' shares (`sum` is this rank's, summed
-// over its micro-batches; ranks without a loss contribute 0).
-Expected<double> averageOverCopies(TrainerState &s, double sum, double count) {
+// over its micro-batches; ranks without a loss contribute 0). The one read of
+// the loss a step makes.
+Expected<double> averageOverCopies(TrainerState &s, const LossSum &sum, double count) {
   // On the group's device: NCCL reduces CUDA tensors only.
-  at::Tensor buf = at::tensor({sum}, at::TensorOptions().dtype(at::kDouble)).to(s.device);
-  std::vector<at::Tensor> bufs{buf};
+  std::vector<at::Tensor> bufs{sum.total(s.device)};
   Status st = s.comm->world().allReduce(bufs)->wait();
   if (!st.isOk())
     return st.withContext("averaging the loss over ranks");
@@ -80,7 +80,7 @@ Expected<double> gradientNorm(TrainerState &s) {
 // A pipelined step: the schedule's passes, then every reducer over the
 // accumulated gradients (armed only now: a chunk's last backward is not the
 // rank's).
-Expected<double> pipelineStep(TrainerState &s, int64_t step) {
+Expected<LossSum> pipelineStep(TrainerState &s, int64_t step) {
   for (auto &r : s.reducers)
     r->prepare(false);
   auto lossSum = s.pipeline->train(s, step);
@@ -93,9 +93,9 @@ Expected<double> pipelineStep(TrainerState &s, int64_t step) {
 
 // Every micro-batch's forward and backward in turn, the reducers armed for
 // the last backward (they overlap it). Returns the sum of the loss shares.
-Expected<double> microBatchesStep(TrainerState &s, int64_t step) {
+Expected<LossSum> microBatchesStep(TrainerState &s, int64_t step) {
   const int64_t accum = s.config.train.gradAccumulation;
-  double lossSum = 0;
+  LossSum lossSum;
   for (int64_t micro = 0; micro < accum; ++micro) {
     if (s.precision && micro > 0)
       s.precision->foldGrads(); // accumulate over micro-batches in float32
@@ -106,7 +106,7 @@ Expected<double> microBatchesStep(TrainerState &s, int64_t step) {
     auto loss = forwardLoss(s, s.trainData->batch(s.layout, step, micro));
     if (!loss)
       return loss.status();
-    lossSum += lossShare(s, loss->detach().item<double>());
+    lossSum.add(s, *loss);
     NNSC_RETURN_IF_ERROR(backward(s, *loss));
     // After backward: batch_norm saved its running statistics for it, and
     // an in-place average before would fail autograd's version check.
@@ -170,20 +170,17 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, StepRecord 
 
 Expected<double> validate(TrainerState &s) {
   at::NoGradGuard noGrad;
-  double sum = 0;
+  LossSum sum;
   for (int64_t v = 0; v < s.config.train.valBatches; ++v) {
     if (s.pipeline) {
-      auto share = s.pipeline->evaluate(s, v);
-      if (!share)
-        return share.status();
-      sum += *share;
+      NNSC_RETURN_IF_ERROR(s.pipeline->evaluate(s, v, sum));
       continue;
     }
     setRngForward(-1 - v);
     auto loss = forwardLoss(s, s.valData->valBatch(s.layout, v));
     if (!loss)
       return loss.status();
-    sum += lossShare(s, loss->item<double>());
+    sum.add(s, *loss);
   }
   return averageOverCopies(s, sum, double(s.config.train.valBatches));
 }
@@ -335,10 +332,17 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
 
 } // namespace
 
-double lossShare(const TrainerState &s, double loss) {
+void LossSum::add(const TrainerState &s, const at::Tensor &loss) {
   double scale = s.manifest.loss_scale() != 0 ? s.manifest.loss_scale() : 1.0;
   int replicas = std::max(1, s.manifest.loss_replicas());
-  return loss * scale / replicas;
+  at::Tensor share = loss.detach().to(at::kDouble).reshape({1}) * scale / replicas;
+  sum_ = sum_.defined() ? sum_ + share : share;
+}
+
+at::Tensor LossSum::total(at::Device device) const {
+  if (sum_.defined())
+    return sum_.to(device);
+  return at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device));
 }
 
 at::Tensor lossForBackward(const TrainerState &s, const at::Tensor &loss) {

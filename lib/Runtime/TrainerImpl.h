@@ -139,9 +139,20 @@ Status syncBuffersBeforeForward(TrainerState &s);
 Status syncBuffersAfterForward(TrainerState &s);
 Status syncBuffersForCheckpoint(TrainerState &s);
 
-/// This rank's part of its copy's loss: a loss replicated over several ranks
-/// of the copy counts once, a partial loss (loss_scale) as its share.
-double lossShare(const TrainerState &s, double loss);
+/// The sum of this rank's loss shares over a step's micro-batches, kept on the
+/// device (float64): adding one does not wait for the device; the step reads
+/// the total once, after averaging it over the ranks. A loss replicated over
+/// several ranks of the copy counts once, a partial loss (the manifest's
+/// loss_scale) as its share.
+class LossSum {
+public:
+  void add(const TrainerState &s, const at::Tensor &loss);
+  /// The sum (a float64 [1] tensor on `device`; zero when nothing was added).
+  at::Tensor total(at::Device device) const;
+
+private:
+  at::Tensor sum_;
+};
 
 /// What backward starts from for one micro-batch: the loss times the
 /// manifest's loss_scale, divided by the gradient accumulation (as `loss /
