@@ -66,20 +66,23 @@ void MixedPrecision::foldGrads() {
   }
 }
 
-Expected<bool> MixedPrecision::unscale(CommBackend &world, at::Device device) {
+Expected<bool> MixedPrecision::unscale(CommBackend &world, at::Device device,
+                                       const std::vector<at::Tensor> &more) {
   if (!scaler_)
     return false;
   at::NoGradGuard noGrad;
   // One flag on the device, read once: a sync the skip decision needs anyway.
   at::Tensor flag = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device));
   const double inverse = 1.0 / scaler_->scale();
-  for (const at::Tensor &m : masters_) {
-    if (!m.defined() || !m.grad().defined())
-      continue;
-    at::Tensor g = m.grad();
+  auto check = [&](at::Tensor g) {
     g.mul_(inverse);
     flag.add_(at::logical_not(at::isfinite(g)).any().to(at::kFloat));
-  }
+  };
+  for (const at::Tensor &m : masters_)
+    if (m.defined() && m.grad().defined())
+      check(m.grad());
+  for (const at::Tensor &g : more)
+    check(g);
   std::vector<at::Tensor> bufs{flag};
   Status st = world.allReduce(bufs, ReduceOp::Max)->wait();
   if (!st.isOk())

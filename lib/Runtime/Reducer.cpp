@@ -81,9 +81,15 @@ void Reducer::installHooks() {
 }
 
 void Reducer::setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dtype) {
-  TORCH_CHECK(!scatter_, "mixed-precision main gradients are not supported with ZeRO buckets");
   mainGrads_ = std::move(mainGrads);
   flatDtype_ = dtype;
+  if (!scatter_)
+    return;
+  for (Bucket &b : buckets_) { // ZeRO: the flats and shards in the reduction dtype
+    auto options = at::TensorOptions().dtype(dtype).device(b.flat.device());
+    b.flat = at::zeros({b.zero.padded}, options);
+    b.shard = at::zeros({b.zero.shardNumel}, options);
+  }
 }
 
 void Reducer::prepare(bool reduce) {
@@ -146,21 +152,31 @@ Status Reducer::waitBucket(size_t i, const char *what) {
 
 Status Reducer::gatherParams() {
   at::NoGradGuard noGrad;
-  for (Bucket &b : buckets_) {
-    at::Tensor own = ownRange(b);
+  // Mixed precision: the float32 masters travel (every rank keeps them whole)
+  // and are rounded into the parameters afterwards.
+  const std::vector<at::Tensor> &source = mainGrads_.empty() ? params_ : mainGrads_;
+  std::vector<at::Tensor> gathered(buckets_.size());
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket &b = buckets_[i];
+    at::ScalarType dtype = source[b.members[0]].scalar_type();
+    gathered[i] = b.flat.scalar_type() == dtype ? b.flat
+                                                : at::empty({b.zero.padded}, b.flat.options().dtype(dtype));
+    at::Tensor own = gathered[i].narrow(0, b.zero.shardBegin, b.zero.shardNumel);
     for (const ZeroPiece &p : b.zero.pieces)
       own.narrow(0, p.shardOffset, p.length)
-          .copy_(params_[b.members[p.member]].detach().reshape({-1}).narrow(0, p.paramOffset,
+          .copy_(source[b.members[p.member]].detach().reshape({-1}).narrow(0, p.paramOffset,
                                                                             p.length));
-    std::vector<at::Tensor> outputs = b.flat.split(b.zero.shardNumel);
+    std::vector<at::Tensor> outputs = gathered[i].split(b.zero.shardNumel);
     b.work = group_->allGather(own, outputs);
   }
   for (size_t i = 0; i < buckets_.size(); ++i) {
     NNSC_RETURN_IF_ERROR(waitBucket(i, "parameter all-gather"));
     Bucket &b = buckets_[i];
     for (size_t j = 0; j < b.members.size(); ++j) {
-      at::Tensor p = params_[b.members[j]].detach();
-      p.copy_(b.flat.narrow(0, b.offsets[j], p.numel()).view(p.sizes()));
+      at::Tensor p = source[b.members[j]].detach();
+      p.copy_(gathered[i].narrow(0, b.offsets[j], p.numel()).view(p.sizes()));
+      if (!mainGrads_.empty())
+        params_[b.members[j]].detach().copy_(p);
     }
     b.work.reset();
   }
@@ -180,6 +196,11 @@ Status Reducer::finish() {
     if (scatter_) {
       if (divisor_ != 1)
         b.shard.div_(divisor_);
+      for (size_t m : b.members) // mixed precision: both parts are in the bucket now
+        if (!mainGrads_.empty()) {
+          params_[m].mutable_grad() = at::Tensor();
+          mainGrads_[m].mutable_grad() = at::Tensor();
+        }
       continue;
     }
     if (divisor_ != 1)

@@ -128,7 +128,12 @@ Expected<bool> masterGradients(TrainerState &s) {
   if (!s.precision)
     return false;
   s.precision->foldGrads();
-  auto overflow = s.precision->unscale(s.comm->world(), s.device);
+  std::vector<at::Tensor> shards; // ZeRO's reduced gradients
+  for (const auto &r : s.reducers)
+    if (r->scatters())
+      for (size_t b = 0; b < r->numBuckets(); ++b)
+        shards.push_back(r->gradShard(b));
+  auto overflow = s.precision->unscale(s.comm->world(), s.device, shards);
   if (overflow && *overflow) {
     s.precision->updateScale(true);
     zeroGrads(s);

@@ -77,12 +77,6 @@ Status setupPrecision(TrainerState &s) {
   const PrecisionConfig &p = s.config.precision;
   if (p.mode == "fp32")
     return Status::ok();
-  if (s.manifest.zero() >= 1)
-    return Status::error(formatError(
-        s.config.positionOf("precision.mode"),
-        fmt::format("precision.mode '{}' with ZeRO-1 (rank{}.pb zero {}) is not supported yet: "
-                    "plan without --zero or train in fp32",
-                    p.mode, s.env.rank, s.manifest.zero())));
   std::vector<bool> trainable;
   for (const ShardInfo &info : s.shardInfo)
     trainable.push_back(info.trainable);

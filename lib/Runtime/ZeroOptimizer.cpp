@@ -63,6 +63,8 @@ void ZeroOptimizer::updatePiece(size_t bucket, const ZeroPiece &piece, double lr
   const OptimParam &p = params_[k];
   at::Tensor param = p.param.detach().view({-1}).narrow(0, piece.paramOffset, piece.length);
   at::Tensor grad = reducer_.gradShard(bucket).narrow(0, piece.shardOffset, piece.length);
+  if (grad.scalar_type() != param.scalar_type()) // bf16/fp16 reduction, float32 masters
+    grad = grad.to(param.scalar_type());
   BucketState &b = buckets_[bucket];
   if (config_.name == "sgd") {
     at::Tensor buffer;
@@ -87,7 +89,10 @@ Status ZeroOptimizer::step(double lr) {
   }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (!sgd || config_.momentum != 0)
-      allocate(buckets_[b], reducer_.gradShard(b), sgd);
+      // States in the parameters' dtype (float32 masters), whatever the reduction's.
+      allocate(buckets_[b],
+               reducer_.gradShard(b).to(params_[reducer_.bucketMembers(b)[0]].param.scalar_type()),
+               sgd);
     for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces)
       updatePiece(b, piece, lr);
   }

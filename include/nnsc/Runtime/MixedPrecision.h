@@ -57,10 +57,12 @@ public:
   /// gradient and drops it (a shard a reducer already handled has none).
   void foldGrads();
 
-  /// fp16: divides the masters' gradients by the loss scale and agrees over
-  /// `world` (every rank calls it) whether any rank's are not finite; true
-  /// means the step must be skipped. bf16: false, with no communication.
-  Expected<bool> unscale(CommBackend &world, at::Device device);
+  /// fp16: divides the masters' gradients and `more` (ZeRO's gradient
+  /// shards) by the loss scale and agrees over `world` (every rank calls it)
+  /// whether any rank's are not finite; true means the step must be skipped.
+  /// bf16: false, with no communication.
+  Expected<bool> unscale(CommBackend &world, at::Device device,
+                         const std::vector<at::Tensor> &more = {});
 
   /// fp16: the scale after a step that was (`overflow`) or was not skipped.
   void updateScale(bool overflow);

@@ -49,8 +49,10 @@ public:
   /// Mixed precision (MixedPrecision.h): `mainGrads[k]` is the float32 master
   /// of params()[k]. A bucket then holds each param's grad plus its master's
   /// grad (earlier micro-batches, already folded), in `dtype`; finish() writes
-  /// the reduced values into the masters' grads and drops the params'.
-  /// Not with ZeRO (`scatter`). Call before the first backward.
+  /// the reduced values into the masters' grads (ZeRO: into gradShard(), in
+  /// `dtype`) and drops both local parts. Under ZeRO gatherParams() gathers
+  /// the masters (whole on every rank) and rounds them into the params. Call
+  /// before the first backward.
   void setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dtype);
 
   /// Arms the hooks for the next backward. With `reduce` false (a micro-batch
