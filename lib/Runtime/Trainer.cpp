@@ -293,6 +293,17 @@ void printBanner(const TrainerState &s, std::ostream &out) {
                        "sharded over their groups",
                        s.zero.size())
         << std::endl;
+  if (s.precision) {
+    const PrecisionConfig &p = s.config.precision;
+    std::string scale =
+        s.precision->scaler()
+            ? fmt::format(", dynamic loss scale from {:g}", s.precision->lossScale())
+            : "";
+    out << fmt::format("nnsc-run: mixed precision {}: {} weights and activations, float32 "
+                       "masters and optimizer states, gradients reduced in {}{}",
+                       p.mode, p.mode, p.gradReduceDtype, scale)
+        << std::endl;
+  }
   if (!s.resumedFrom.empty())
     out << fmt::format("nnsc-run: resumed from {} at step {}", s.resumedFrom, s.startStep)
         << std::endl;
