@@ -87,8 +87,8 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
              Catch::Matchers::StartsWith(
                  "cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
                  "program, run_dir, seed, threads, device, backend, comm_timeout_s, "
-                 "data, train, optimizer, lr_schedule, checkpoint, data_parallel, report_memory, "
-                 "metrics"));
+                 "data, train, optimizer, lr_schedule, checkpoint, data_parallel, precision, "
+                 "report_memory, metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
   REQUIRE(!s.isOk());
   CHECK_THAT(s.status().message(),
@@ -218,13 +218,13 @@ TEST_CASE("config: precision section, its defaults and its errors", "[runtime][c
   auto mismatch = parse(std::string(kBase) + "precision:\n  mode: bf16\n  grad_reduce_dtype: fp16\n");
   REQUIRE(!mismatch.isOk());
   CHECK_THAT(mismatch.status().message(),
-             Catch::Matchers::StartsWith("cfg.yaml:14:22: error: precision.grad_reduce_dtype "
+             Catch::Matchers::StartsWith("cfg.yaml:14:3: error: precision.grad_reduce_dtype "
                                          "'fp16' needs precision.mode 'fp16' (mode is 'bf16'); "
                                          "expected 'fp32' or 'bf16'"));
   auto mode = parse(std::string(kBase) + "precision:\n  mode: fp8\n");
   REQUIRE(!mode.isOk());
   CHECK_THAT(mode.status().message(),
-             Catch::Matchers::StartsWith("cfg.yaml:13:9: error: 'precision.mode' must be one of: "
+             Catch::Matchers::StartsWith("cfg.yaml:13:3: error: 'precision.mode' must be one of: "
                                          "fp32, bf16, fp16, got 'fp8'"));
   auto backoff = parse(std::string(kBase), {"--precision.loss_scale.backoff_factor=2"});
   REQUIRE(!backoff.isOk());
