@@ -1,0 +1,64 @@
+"""PyTorch eager baseline for bench/gpu_vs_eager.sh.
+
+eager_reference.py --config gpt2 --mbs 8 --steps S --warmup W --device cuda|cpu
+                   --precision fp32|bf16 [--threads N]
+Trains examples/nanogpt's GPT in one process as nanoGPT's train.py does (AdamW,
+bf16 under torch.autocast, synthetic tokens) and prints `eager tokens/s: X`
+over the steps after the warmup ones (the device synchronised at both ends)."""
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                                "nanogpt"))
+from model import CONFIGS, GPT  # noqa: E402
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="gpt2")
+    ap.add_argument("--mbs", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = CONFIGS[args.config]
+    torch.manual_seed(0)
+    model = GPT(cfg).to(args.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    gen = torch.Generator().manual_seed(0)
+    T = cfg.block_size
+    autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    start = None
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            sync(args.device)
+            start = time.time()
+        x = torch.randint(0, cfg.vocab_size, (args.mbs, T), generator=gen).to(args.device)
+        y = torch.randint(0, cfg.vocab_size, (args.mbs, T), generator=gen).to(args.device)
+        with autocast:
+            out = model(x, y)
+        loss = out[0] if isinstance(out, tuple) else out
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    sync(args.device)
+    elapsed = time.time() - start
+    tokens = args.steps * args.mbs * T
+    print(f"eager tokens/s: {tokens / elapsed:.1f} ({args.steps} steps in {elapsed:.2f} s)")
+
+
+if __name__ == "__main__":
+    main()
