@@ -11,6 +11,8 @@ function(nnsc_add_library module)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS})
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
   if(ARG_TORCH)
+    # Before LibTorch's own copies (cmake/NnscSystemFirst.cmake), here and in users.
+    target_include_directories(${target} SYSTEM BEFORE PUBLIC ${NNSC_SYSTEM_FIRST})
     target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
     target_precompile_headers(${target} PRIVATE <torch/script.h>)
   endif()

@@ -5,10 +5,12 @@
 
 namespace nnsc::rt {
 
+#ifdef NNSC_HAVE_GLOO
 /// A c10d::ProcessGroupGloo over `store` (under `prefix`) for CPU tensors.
 Expected<std::shared_ptr<CommBackend>>
 createGlooBackend(const GroupInfo &group, const c10::intrusive_ptr<c10d::Store> &store,
                   const std::string &prefix, const CommOptions &options, const LaunchEnv &env);
+#endif
 
 #ifdef NNSC_HAVE_NCCL
 /// An NCCL communicator for CUDA tensors; rank 0 of the group publishes the

@@ -168,8 +168,17 @@ WorkPtr CommBackend::doBarrier() { return unsupported("barrier"); }
 Expected<std::shared_ptr<CommBackend>>
 createBackend(const GroupInfo &group, const c10::intrusive_ptr<c10d::Store> &store,
               const std::string &prefix, const CommOptions &options, const LaunchEnv &env) {
-  if (options.backend == "gloo")
+  if (options.backend == "gloo") {
+#ifdef NNSC_HAVE_GLOO
     return createGlooBackend(group, store, prefix, options, env);
+#else
+    return errorf("backend 'gloo' is not available in this build: the LibTorch it was built "
+                  "against ({}) has no gloo headers (gloo/algorithm.h), as a pip wheel's has "
+                  "none; train on device cuda (nccl), or build against a LibTorch with Gloo "
+                  "(Debian's libtorch-dev and libgloo-dev)",
+                  NNSC_TORCH_PREFIX_TEXT);
+#endif
+  }
   if (options.backend == "nccl") {
 #ifdef NNSC_HAVE_NCCL
     return createNcclBackend(group, store, prefix, options, env);

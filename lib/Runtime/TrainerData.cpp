@@ -209,9 +209,15 @@ Status openData(TrainerState &s) {
 
 at::Tensor programInput(const TrainerState &s, const at::Tensor &input) {
   // Mixed precision: floating inputs in the compute dtype, as the weights.
-  if (s.precision && input.is_floating_point())
-    return input.to(s.device, s.precision->computeDtype());
-  return input.to(s.device);
+  at::ScalarType dtype = s.precision && input.is_floating_point() ? s.precision->computeDtype()
+                                                                  : input.scalar_type();
+  if (!s.device.is_cuda())
+    return input.to(s.device, dtype);
+  // To a GPU from pinned memory without waiting: the copy is queued on the
+  // current stream ahead of the kernels that read it (the caching host
+  // allocator keeps the pinned block until the copy has run).
+  at::Tensor pinned = input.is_pinned() ? input : input.pin_memory();
+  return pinned.to(s.device, dtype, /*non_blocking=*/true);
 }
 
 at::Tensor shardValue(const TrainerState &s, size_t i) {
