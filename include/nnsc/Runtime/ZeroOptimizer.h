@@ -3,8 +3,8 @@
 /// reduce-scattered over its group (Reducer.h, ZeroLayout.h). Every rank of
 /// the group holds the whole parameters but keeps optimizer states only for
 /// its range of each bucket: one flat tensor per state and bucket, S elements
-/// (exp_avg and exp_avg_sq for Adam(W), momentum_buffer for SGD; the float32
-/// masters of mixed precision will be a third flat of the same layout). A
+/// (exp_avg and exp_avg_sq for Adam(W), momentum_buffer for SGD). Under
+/// mixed precision `params` are the float32 masters (whole on every rank). A
 /// step updates the owned elements from the reduced gradient shard with the
 /// same element-wise math as Optimizer (bit-identical to it on the same
 /// gradients), then all-gathers the parameters.
