@@ -27,20 +27,21 @@ std::string fromHex(const std::string &hex) {
 }
 
 nlohmann::json metaToJson(const CheckpointMeta &m) {
-  nlohmann::json j = {{"format", 1},
-          {"step", m.step},
-          {"data_position", m.dataPosition},
-          {"lr_schedule", {{"name", m.lrSchedule}, {"base_lr", m.baseLr}, {"last_lr", m.lastLr}}},
-          {"rng_state", toHex(m.rngState)},
-          {"config_hash", m.configHash},
-          {"rank", m.rank},
-          {"world_size", m.worldSize},
-          {"dp_size", m.dpSize},
-          {"dp_rank", m.dpRank},
-          {"plan_ngpus", m.planNgpus},
-          {"zero", m.zero},
-          {"model_name", m.modelName},
-          {"shards", shardsToJson(m.shards)}};
+  nlohmann::json j = {
+      {"format", 1},
+      {"step", m.step},
+      {"data_position", m.dataPosition},
+      {"lr_schedule", {{"name", m.lrSchedule}, {"base_lr", m.baseLr}, {"last_lr", m.lastLr}}},
+      {"rng_state", toHex(m.rngState)},
+      {"config_hash", m.configHash},
+      {"rank", m.rank},
+      {"world_size", m.worldSize},
+      {"dp_size", m.dpSize},
+      {"dp_rank", m.dpRank},
+      {"plan_ngpus", m.planNgpus},
+      {"zero", m.zero},
+      {"model_name", m.modelName},
+      {"shards", shardsToJson(m.shards)}};
   if (m.lossScale)
     j["loss_scale"] = {{"scale", m.lossScale->scale},
                        {"clean_steps", m.lossScale->cleanSteps},

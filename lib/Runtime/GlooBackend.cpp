@@ -130,36 +130,42 @@ protected:
   WorkPtr doAllReduce(std::vector<at::Tensor> &original, ReduceOp op) override {
     Widened widened(original);
     std::vector<at::Tensor> &tensors = widened.tensors;
-    return launch("allreduce", [&] {
-      // c10d treats a list as replicas of one tensor; reduce each separately
-      // (coalesced into one buffer when they share a dtype).
-      if (tensors.size() > 1 && sameDtype(tensors)) {
-        c10d::AllreduceCoalescedOptions opts;
-        opts.reduceOp = toC10d(op);
-        opts.timeout = group().timeout;
-        return std::vector{pg_->allreduce_coalesced(tensors, opts)};
-      }
-      std::vector<c10::intrusive_ptr<c10d::Work>> works;
-      for (at::Tensor &t : tensors) {
-        std::vector<at::Tensor> one{t};
-        c10d::AllreduceOptions opts;
-        opts.reduceOp = toC10d(op);
-        opts.timeout = group().timeout;
-        works.push_back(pg_->allreduce(one, opts));
-      }
-      return works;
-    }, widened.back);
+    return launch(
+        "allreduce",
+        [&] {
+          // c10d treats a list as replicas of one tensor; reduce each separately
+          // (coalesced into one buffer when they share a dtype).
+          if (tensors.size() > 1 && sameDtype(tensors)) {
+            c10d::AllreduceCoalescedOptions opts;
+            opts.reduceOp = toC10d(op);
+            opts.timeout = group().timeout;
+            return std::vector{pg_->allreduce_coalesced(tensors, opts)};
+          }
+          std::vector<c10::intrusive_ptr<c10d::Work>> works;
+          for (at::Tensor &t : tensors) {
+            std::vector<at::Tensor> one{t};
+            c10d::AllreduceOptions opts;
+            opts.reduceOp = toC10d(op);
+            opts.timeout = group().timeout;
+            works.push_back(pg_->allreduce(one, opts));
+          }
+          return works;
+        },
+        widened.back);
   }
 
   WorkPtr doAllGather(const at::Tensor &input, std::vector<at::Tensor> &original) override {
     Widened outputs(original);
-    return launch("allgather", [&] {
-      std::vector<std::vector<at::Tensor>> out{outputs.tensors};
-      std::vector<at::Tensor> in{widen(input).contiguous()};
-      c10d::AllgatherOptions opts;
-      opts.timeout = group().timeout;
-      return std::vector{pg_->allgather(out, in, opts)};
-    }, outputs.back);
+    return launch(
+        "allgather",
+        [&] {
+          std::vector<std::vector<at::Tensor>> out{outputs.tensors};
+          std::vector<at::Tensor> in{widen(input).contiguous()};
+          c10d::AllgatherOptions opts;
+          opts.timeout = group().timeout;
+          return std::vector{pg_->allgather(out, in, opts)};
+        },
+        outputs.back);
   }
 
   WorkPtr doReduceScatter(const std::vector<at::Tensor> &inputs, at::Tensor &output,
@@ -186,29 +192,35 @@ protected:
   WorkPtr doAllToAll(const at::Tensor &input, at::Tensor &original) override {
     std::vector<at::Tensor> list{original};
     Widened output(list);
-    return launch("alltoall", [&] {
-      std::vector<int64_t> equal;
-      at::Tensor in = widen(input);
-      c10d::AllToAllOptions opts;
-      opts.timeout = group().timeout;
-      return std::vector{pg_->alltoall_base(output.tensors[0], in, equal, equal, opts)};
-    }, output.back);
+    return launch(
+        "alltoall",
+        [&] {
+          std::vector<int64_t> equal;
+          at::Tensor in = widen(input);
+          c10d::AllToAllOptions opts;
+          opts.timeout = group().timeout;
+          return std::vector{pg_->alltoall_base(output.tensors[0], in, equal, equal, opts)};
+        },
+        output.back);
   }
 
   WorkPtr doBroadcast(std::vector<at::Tensor> &original, int root) override {
     Widened widened(original);
     std::vector<at::Tensor> &tensors = widened.tensors;
-    return launch("broadcast", [&] {
-      std::vector<c10::intrusive_ptr<c10d::Work>> works;
-      for (at::Tensor &t : tensors) {
-        std::vector<at::Tensor> one{t};
-        c10d::BroadcastOptions opts;
-        opts.rootRank = root;
-        opts.timeout = group().timeout;
-        works.push_back(pg_->broadcast(one, opts));
-      }
-      return works;
-    }, widened.back);
+    return launch(
+        "broadcast",
+        [&] {
+          std::vector<c10::intrusive_ptr<c10d::Work>> works;
+          for (at::Tensor &t : tensors) {
+            std::vector<at::Tensor> one{t};
+            c10d::BroadcastOptions opts;
+            opts.rootRank = root;
+            opts.timeout = group().timeout;
+            works.push_back(pg_->broadcast(one, opts));
+          }
+          return works;
+        },
+        widened.back);
   }
 
   WorkPtr doSend(const at::Tensor &tensor, int dst, int tag) override {
@@ -221,10 +233,13 @@ protected:
   WorkPtr doRecv(at::Tensor &original, int src, int tag) override {
     std::vector<at::Tensor> list{original};
     Widened tensor(list);
-    return launch("recv", [&] {
-      std::vector<at::Tensor> one{tensor.tensors[0]};
-      return std::vector{pg_->recv(one, src, tag)};
-    }, tensor.back);
+    return launch(
+        "recv",
+        [&] {
+          std::vector<at::Tensor> one{tensor.tensors[0]};
+          return std::vector{pg_->recv(one, src, tag)};
+        },
+        tensor.back);
   }
 
   WorkPtr doBarrier() override {

@@ -77,7 +77,8 @@ Status PipelineRunner::receive(TrainerState &s, const proto::PipeTensor &t, bool
   if (s.precision && at::isFloatingType(dtype))
     dtype = s.precision->computeDtype(); // activations travel in the compute dtype
   out = at::empty(shape, at::TensorOptions().dtype(dtype).device(s.device));
-  Status st = s.comm->world().recv(out, t.peer(), t.tag() + (gradient ? kPipelineGradientTag : 0))->wait();
+  Status st =
+      s.comm->world().recv(out, t.peer(), t.tag() + (gradient ? kPipelineGradientTag : 0))->wait();
   if (!st.isOk())
     return st.withContext(fmt::format("pipeline: receiving {} of {} from rank {}",
                                       gradient ? "the gradient" : "the value", t.name(), t.peer()));
@@ -107,8 +108,8 @@ Status PipelineRunner::forward(TrainerState &s, const proto::PipeStep &st, int64
     else if (b.shard >= 0)
       args.emplace_back(s.shards[static_cast<size_t>(b.shard)]);
     else if (b.input >= 0)
-      args.emplace_back(programInput(
-          s, batches_[static_cast<size_t>(st.micro())][static_cast<size_t>(b.input)]));
+      args.emplace_back(
+          programInput(s, batches_[static_cast<size_t>(st.micro())][static_cast<size_t>(b.input)]));
     else
       args.emplace_back(sl.received[static_cast<size_t>(b.recv)]);
   }

@@ -116,9 +116,9 @@ void Reducer::launch(Bucket &b) {
   at::NoGradGuard noGrad;
   const at::Tensor &first = params_[b.members[0]];
   if (!b.flat.defined())
-    b.flat = at::empty({b.numel},
-                       first.options().dtype(flatDtype_.value_or(first.scalar_type()))
-                           .requires_grad(false));
+    b.flat = at::empty(
+        {b.numel},
+        first.options().dtype(flatDtype_.value_or(first.scalar_type())).requires_grad(false));
   for (size_t j = 0; j < b.members.size(); ++j) {
     const at::Tensor &p = params_[b.members[j]];
     at::Tensor slot = b.flat.narrow(0, b.offsets[j], p.numel());
@@ -159,13 +159,14 @@ Status Reducer::gatherParams() {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];
     at::ScalarType dtype = source[b.members[0]].scalar_type();
-    gathered[i] = b.flat.scalar_type() == dtype ? b.flat
-                                                : at::empty({b.zero.padded}, b.flat.options().dtype(dtype));
+    gathered[i] = b.flat.scalar_type() == dtype
+                      ? b.flat
+                      : at::empty({b.zero.padded}, b.flat.options().dtype(dtype));
     at::Tensor own = gathered[i].narrow(0, b.zero.shardBegin, b.zero.shardNumel);
     for (const ZeroPiece &p : b.zero.pieces)
       own.narrow(0, p.shardOffset, p.length)
           .copy_(source[b.members[p.member]].detach().reshape({-1}).narrow(0, p.paramOffset,
-                                                                            p.length));
+                                                                           p.length));
     std::vector<at::Tensor> outputs = gathered[i].split(b.zero.shardNumel);
     b.work = group_->allGather(own, outputs);
   }

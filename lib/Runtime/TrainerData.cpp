@@ -209,8 +209,8 @@ Status openData(TrainerState &s) {
 
 at::Tensor programInput(const TrainerState &s, const at::Tensor &input) {
   // Mixed precision: floating inputs in the compute dtype, as the weights.
-  at::ScalarType dtype = s.precision && input.is_floating_point() ? s.precision->computeDtype()
-                                                                  : input.scalar_type();
+  at::ScalarType dtype =
+      s.precision && input.is_floating_point() ? s.precision->computeDtype() : input.scalar_type();
   if (!s.device.is_cuda())
     return input.to(s.device, dtype);
   // To a GPU from pinned memory without waiting: the copy is queued on the

@@ -34,8 +34,8 @@ std::string formatProgressLine(const StepRecord &r) {
                         r.skipped ? " (inf/nan gradients: step skipped)" : "");
   return fmt::format(
       "step {}/{} | loss {:.4f} | lr {:.1e} | grad-norm {:.3f} | {} tok/s | eta {}{}", r.step,
-      r.steps, r.loss, r.lr, r.gradNorm, withThousands(r.tokensPerS),
-      formatDuration(r.etaSeconds), scale);
+      r.steps, r.loss, r.lr, r.gradNorm, withThousands(r.tokensPerS), formatDuration(r.etaSeconds),
+      scale);
 }
 
 std::string formatValidationLine(const StepRecord &r) {

@@ -6,10 +6,10 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/python/update_graph_executor_opt.h>
 
-#include "TensorIO.h"
 #include "PipelineRunner.h"
-#include "nnsc/Runtime/PipelineManifest.h"
+#include "TensorIO.h"
 #include "TrainerImpl.h"
+#include "nnsc/Runtime/PipelineManifest.h"
 #include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Runtime/Threads.h"
 #include "nnsc/Support/Safetensors.h"

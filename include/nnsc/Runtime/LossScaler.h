@@ -17,7 +17,7 @@ namespace nnsc::rt {
 /// uninterrupted one would.
 struct LossScaleState {
   double scale = 1;
-  int64_t cleanSteps = 0;    ///< clean steps since the last change
+  int64_t cleanSteps = 0; ///< clean steps since the last change
   int64_t hysteresisLeft = 1;
 };
 

@@ -215,7 +215,8 @@ TEST_CASE("config: precision section, its defaults and its errors", "[runtime][c
   CHECK(fp16->precision.lossScale.initial == 1024);
   CHECK(fp16->precision.lossScale.hysteresis == 2);
   CHECK(configHash(*fp16) != configHash(*c)); // it changes the training math
-  auto mismatch = parse(std::string(kBase) + "precision:\n  mode: bf16\n  grad_reduce_dtype: fp16\n");
+  auto mismatch =
+      parse(std::string(kBase) + "precision:\n  mode: bf16\n  grad_reduce_dtype: fp16\n");
   REQUIRE(!mismatch.isOk());
   CHECK_THAT(mismatch.status().message(),
              Catch::Matchers::StartsWith("cfg.yaml:14:3: error: precision.grad_reduce_dtype "
