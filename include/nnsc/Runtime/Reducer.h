@@ -95,9 +95,6 @@ private:
     ZeroBucketLayout zero;
     WorkPtr work;
   };
-  at::Tensor ownRange(Bucket &b) const {
-    return b.flat.narrow(0, b.zero.shardBegin, b.zero.shardNumel);
-  }
   Status waitBucket(size_t i, const char *what);
   void buildBuckets(int64_t bucketBytes);
   void partitionBuckets();
