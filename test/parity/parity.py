@@ -51,9 +51,12 @@ F.scaled_dot_product_attention (1.13), or --example sdpa on one without its
 enable_gqa (before 2.5), the run is skipped: exit code 77 (ctest's
 SKIP_RETURN_CODE)."""
 import argparse
+import fcntl
+import hashlib
 import json
 import os
 import shlex
+import shutil
 import struct
 import subprocess
 import sys
@@ -92,6 +95,54 @@ def cpu_has_half_matmul():
 def run(cmd, **kw):
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, **kw)
+
+
+# Tests that export the same model, or train the same reference on the same batches, share
+# the result: the first to need it produces it under a lock, the others copy it. A key
+# holds everything the result depends on (arguments, the content of every input file and
+# script, the torch version), so a change to any of them misses. NNSC_PARITY_CACHE names
+# the directory (default: .cache beside the test's work directory); "off" disables it.
+_digests = {}
+
+
+def digest(path):
+    """sha256 of a file's content (remembered per path within this run)."""
+    if path not in _digests:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        _digests[path] = h.hexdigest()
+    return _digests[path]
+
+
+def scripts_digest(*dirs):
+    """The digests of every Python file in `dirs` (the code a result comes from)."""
+    return {os.path.relpath(os.path.join(d, n), ROOT): digest(os.path.join(d, n))
+            for d in dirs for n in sorted(os.listdir(d)) if n.endswith(".py")}
+
+
+def cached(cache, kind, key, out_dir, produce):
+    """Makes `out_dir` with produce() or copies the result an earlier run stored under `key`."""
+    if cache is None:
+        produce()
+        return
+    key = json.dumps([kind, torch.__version__, key], sort_keys=True)
+    entry = os.path.join(cache, f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:32]}")
+    os.makedirs(cache, exist_ok=True)
+    with open(entry + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one producer per key; the others wait, then copy
+        if os.path.isdir(entry):
+            shutil.rmtree(out_dir, ignore_errors=True)
+            shutil.copytree(entry, out_dir)
+            print(f"+ ({kind}: the result stored in {entry})", flush=True)
+            return
+        produce()
+        shutil.rmtree(entry + ".partial", ignore_errors=True)
+        shutil.copytree(out_dir, entry + ".partial")
+        with open(os.path.join(entry + ".partial", "KEY"), "w") as f:
+            f.write(key + "\n")
+        os.rename(entry + ".partial", entry)
 
 
 def text_corpus(work):
@@ -240,7 +291,7 @@ def pending_buffers(args, work, b, final):
     """Buffers the model updates with an in-place add (num_batches_tracked) that this
     nnsc-trace does not record yet: their check waits for the trace's state updates."""
     counters = {k for k in final if k.endswith("num_batches_tracked")}
-    return counters - written_buffers(work, b)
+    return counters - written_buffers(work, b) if counters else set()
 
 
 def compare(args, work, pending=()):
@@ -430,7 +481,13 @@ def main():
         export += ["--layers", str(args.layers)]
     if args.export_dtype != "float32":
         export += ["--dtype", args.export_dtype]
-    run(export)
+    cache = os.environ.get("NNSC_PARITY_CACHE",
+                           os.path.join(os.path.dirname(os.path.abspath(work)), ".cache"))
+    cache = None if cache == "off" else cache
+    script_dir = os.path.dirname(export_script(args.example))
+    options = [a for i, a in enumerate(export) if "--out" not in export[i - 1:i + 1]]
+    cached(cache, "export", {"args": options[1:], "scripts": scripts_digest(
+        script_dir, os.path.dirname(script_dir))}, f"{work}/model", lambda: run(export))
     data = prepare_data(args, work, b)
     trace = [f"{b}/nnsc-trace", f"{work}/model/model.pt", "--inputs", f"{work}/model/inputs.yaml",
              "-o", f"{work}/trace"]
@@ -463,13 +520,16 @@ def main():
     run([f"{b}/nnsc-merge-ckpt", f"{work}/run", "-o", f"{work}/merged.pt"])
     ref = [PY, f"{HERE}/reference_train.py", f"{work}/train.yaml", "--model",
            f"{work}/model/model.pt", "--dp", str(args.dp), "--inputs", f"{work}/model/inputs.yaml"]
-    run(ref + ["--out", f"{work}/ref"])
+    ref_key = reference_key(args, work)
+    reference = lambda out, *flags: cached(cache, "reference", dict(ref_key, flags=flags), out,
+                                           lambda: run(ref + ["--out", out, *flags]))
+    reference(f"{work}/ref")
     if args.f64_judge:
         args.f64_floor = True
     if args.f64_floor:
-        run(ref + ["--out", f"{work}/ref64", "--float64"])
+        reference(f"{work}/ref64", "--float64")
     if args.precision_judge:
-        run(ref + ["--out", f"{work}/ref32", "--float32"])
+        reference(f"{work}/ref32", "--float32")
     final = torch.load(os.path.join(work, "ref", "final.pt"), weights_only=True)
     ok = compare(args, work, pending_buffers(args, work, b, final))
     if args.check_resume:
@@ -479,6 +539,20 @@ def main():
     for spec in args.resume_under:
         ok = check_resume_under(args, work, b, spec) and ok
     sys.exit(0 if ok else 1)
+
+
+def reference_key(args, work):
+    """What reference_train.py's result depends on: the training config (less where nnsc
+    writes), the content of the data, the model and its inputs, --dp and its own code."""
+    import yaml
+    cfg = yaml.safe_load(open(f"{work}/train.yaml"))
+    cfg.pop("program", None)
+    cfg.pop("run_dir", None)
+    for split in ("train", "val"):
+        if split in cfg["data"]:
+            cfg["data"][split] = digest(cfg["data"][split])
+    return {"config": cfg, "dp": args.dp, "model": digest(f"{work}/model/model.pt"),
+            "inputs": digest(f"{work}/model/inputs.yaml"), "scripts": scripts_digest(HERE)}
 
 
 def check_without_recompute(work, b, ngpus, plan):
