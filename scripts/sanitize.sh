@@ -6,17 +6,23 @@
 # report fails the test that caused it (UBSan halts at the first, ASan always
 # does). Leak detection is off: LibTorch's and Python's
 # process-lifetime allocations would drown ours.
-#   scripts/sanitize.sh [ctest args...]
+#   scripts/sanitize.sh                      # unit, runtime and golden suites
+#   scripts/sanitize.sh -L 'unit|torch2'     # ctest arguments choose the tests instead
+# Inside the Debian 13 root (scripts/debian13.sh scripts/sanitize.sh, as .ci/run
+# does) the build goes to build/asan, which is the root's own, not the tree's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+dir=build-asan
+[ "${NNSC_DEBIAN13:-0}" = 1 ] && dir=build/asan
+select=(-R '^(unit:|runtime:|golden$|hostile)')
+(($#)) && select=("$@")
 NNSC_SKIP_BUILD=1 scripts/setup.sh
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # -O0 without debug info: the cheapest build; LibTorch, which does the heavy
 # work, is not rebuilt, so the tests run nearly as fast as in Release.
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0" \
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0" \
   -DNNSC_SANITIZE=ON >/dev/null
-cmake --build build-asan
+cmake --build "$dir"
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:detect_odr_violation=0:verify_asan_link_order=0:${ASAN_OPTIONS:-}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}
-ctest --test-dir build-asan --output-on-failure -j "$(nproc)" \
-  -R '^(unit:|runtime:|golden$|hostile)' "$@"
+ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "${select[@]}"
