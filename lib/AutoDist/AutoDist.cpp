@@ -383,6 +383,14 @@ Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Op
 
 } // namespace
 
+int widestSplit(const ir::Graph &graph, const cost::Cluster &cluster, int devices) {
+  int64_t most = 1;
+  for (const ir::Tensor &t : graph.tensors())
+    for (int64_t d : t.shape)
+      most = std::max(most, d);
+  return int(std::min<int64_t>({most, cluster.devicesPerNode, devices}));
+}
+
 Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
                         const Options &options) {
   auto t0 = Clock::now();
@@ -395,6 +403,16 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
   if (!cluster.comm)
     return Status::error("error: autodist needs a communication table (--comm, --cluster, or a "
                          "device with a shipped table)");
+  // A job past one node needs the table's curves between nodes (every dp
+  // reduction crosses them): without any, no configuration can be priced,
+  // so say it once instead of after pricing each.
+  if (N > cluster.devicesPerNode && !cluster.comm->has(cost::Collective::AllReduce,
+                                                       cost::Placement::Inter))
+    return errorf("error: --runtime-ngpus {} spans {} nodes of {} devices, but the communication "
+                  "table has no curves between nodes (placement inter) to price them; profile "
+                  "them or plan for one node",
+                  N, (N + cluster.devicesPerNode - 1) / cluster.devicesPerNode,
+                  cluster.devicesPerNode);
   Result result;
   result.memLimit =
       options.memLimit > 0 ? options.memLimit : options.memFraction * cluster.device.memoryBytes;
@@ -428,7 +446,7 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
   if (options.planNgpus > 0)
     sizes.push_back(options.planNgpus);
   else
-    for (int t = 1; t <= N; ++t)
+    for (int t = 1, most = widestSplit(graph, cluster, N); t <= most; ++t)
       if (N % t == 0)
         sizes.push_back(t);
 

@@ -76,6 +76,16 @@ struct Outcome {
 /// and whether it fits `limit`; returns that.
 bool takePriced(Outcome &out, proto::Plan plan, const Priced &priced, double limit);
 
+/// The most devices that --plan-ngpus auto splits one copy (or one pipeline
+/// stage) over, at most `devices`: no wider than a node, as Megatron-LM keeps
+/// tensor parallelism, since a split op's collectives then cross the links
+/// between nodes every layer (an explicit --plan-ngpus goes past it), and no
+/// wider than the graph's largest dim, past which every op is replicated (the
+/// work of one device, with fewer copies: never better). Pricing the wide
+/// copies is what grows with the device count: on 64 devices a tiny GPT's
+/// search took 106 s with them.
+int widestSplit(const ir::Graph &graph, const cost::Cluster &cluster, int devices);
+
 /// The pipelined configurations (PipelineSearch.cpp): for every stage count
 /// S the options allow and every T devices per stage dividing N / S, the
 /// graph cut at pivots into S balanced stages, each stage searched on its

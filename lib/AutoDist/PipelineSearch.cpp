@@ -405,7 +405,7 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
       }
       widths.push_back(options.planNgpus / S);
     } else {
-      for (int T = 1; T <= N / S; ++T)
+      for (int T = 1, most = widestSplit(graph, cluster, N / S); T <= most; ++T)
         if ((N / S) % T == 0)
           widths.push_back(T);
     }

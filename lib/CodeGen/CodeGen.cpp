@@ -45,17 +45,17 @@ std::string defaultWeights(const std::string &graphPath) {
   return (fs::path(graphPath).parent_path() / "weights.safetensors").string();
 }
 
-// rank{r}.py / .pb / .safetensors for r >= worldSize, left by a bigger run.
-Status removeStaleRanks(const std::string &dir, int worldSize) {
+// rank{r}.py / .pb / .safetensors for r >= worldSize, left by a bigger run,
+// removed once the new program is in place.
+void removeStaleRanks(const std::string &dir, int worldSize, OutputTransaction &outputs) {
   static const std::regex name("rank([0-9]+)\\.(py|pb|safetensors)");
   std::error_code ec;
   for (const auto &entry : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     std::string file = entry.path().filename().string();
     if (std::regex_match(file, m, name) && std::stoll(m[1].str()) >= worldSize)
-      fs::remove(entry.path(), ec);
+      outputs.removeOnCommit(entry.path().string());
   }
-  return Status::ok();
 }
 
 std::string weightsPathOf(const CodeGenOptions &options) {
@@ -113,9 +113,11 @@ Status runCodeGen(const CodeGenOptions &options, std::ostream &out, std::ostream
   }
   if (!options.outDir.empty()) {
     NNSC_RETURN_IF_ERROR(makeDirs(options.outDir));
+    OutputTransaction outputs; // every rank's files replaced, or none
     for (const RankOutput &r : ranks)
       NNSC_RETURN_IF_ERROR(writeRank(r, *graph, options, weights->get()));
-    NNSC_RETURN_IF_ERROR(removeStaleRanks(options.outDir, plan->runtime_ngpus()));
+    removeStaleRanks(options.outDir, plan->runtime_ngpus(), outputs);
+    NNSC_RETURN_IF_ERROR(outputs.commit());
     log << fmt::format("nnsc-codegen: wrote {} ranks to {} (rank{{r}}.py, rank{{r}}.pb{})\n",
                        ranks.size(), options.outDir, *weights ? ", rank{r}.safetensors" : "");
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
@@ -46,6 +47,39 @@ void fillShard(const ir::Graph &graph, const ShardSpec &s, proto::Shard &out) {
   out.set_constant(s.constant);
 }
 
+// The ids an input carries must index what reads them: an embedding's rows,
+// or a loss's classes (the last dim of its scores). Followed through ops that
+// only reshape. Returns the least such bound, and the tensor that sets it.
+std::pair<int64_t, std::string> indexBound(const ir::Graph &graph, int64_t tensor) {
+  static const std::set<std::string> reshapes = {"aten::view",    "aten::reshape",
+                                                 "aten::flatten", "aten::contiguous",
+                                                 "aten::squeeze", "aten::unsqueeze"};
+  std::pair<int64_t, std::string> best = {0, ""};
+  auto offer = [&](const ir::Tensor &t, int64_t bound) {
+    if (bound > 0 && (best.first == 0 || bound < best.first))
+      best = {bound, fmt::format("{} {}", t.name.empty() ? "%" + std::to_string(t.id) : t.name,
+                                 ir::shapeString(t.shape))};
+  };
+  std::vector<int64_t> ids = {tensor};
+  for (size_t k = 0; k < ids.size(); ++k)
+    for (const ir::Node &n : graph.nodes()) {
+      auto at = std::find(n.inputs.begin(), n.inputs.end(), ids[k]);
+      if (at == n.inputs.end())
+        continue;
+      size_t slot = size_t(at - n.inputs.begin());
+      if (reshapes.count(n.op) && slot == 0 && !n.outputs.empty())
+        ids.push_back(n.outputs[0]);
+      const ir::Tensor &first = graph.tensor(n.inputs[0]);
+      if (n.op == "aten::embedding" && slot == 1 && !first.shape.empty())
+        offer(first, first.shape[0]);
+      if ((n.op == "aten::cross_entropy_loss" || n.op == "aten::nll_loss_nd" ||
+           n.op == "aten::nll_loss") &&
+          slot == 1 && !first.shape.empty())
+        offer(first, first.shape.size() == 1 ? first.shape[0] : first.shape[1]);
+    }
+  return best;
+}
+
 void fillInputs(const ir::Graph &graph, const RankLayout &layout, proto::RankManifest &m) {
   for (const InputSpec &in : layout.inputs) {
     const ir::Tensor &t = graph.tensor(in.tensor);
@@ -57,6 +91,11 @@ void fillInputs(const ir::Graph &graph, const RankLayout &layout, proto::RankMan
       p->add_shape(d);
     p->set_dtype(toProtoDType(t.dtype));
     p->set_batch_dim(in.batchDim);
+    if (!ir::isFloatingPoint(t.dtype)) {
+      auto [bound, of] = indexBound(graph, in.tensor);
+      p->set_index_bound(bound);
+      p->set_index_bound_of(of);
+    }
   }
 }
 

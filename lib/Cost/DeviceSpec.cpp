@@ -48,6 +48,17 @@ Status readStrings(const YamlReader &r, const YAML::Node &n, const std::string &
   return Status::ok();
 }
 
+// Each figure must lie in a range real devices span (with room on both
+// sides): a denormal efficiency or a rate of 1e-300 passes "positive" but
+// makes the step model divide infinities, and autodist would compare them.
+Status checkPhysical(const YamlReader &r, const YAML::Node &n, const std::string &key, double v,
+                     double least, double most, const char *unit) {
+  if (v >= least && v <= most)
+    return Status::ok();
+  return r.errorAt(n, fmt::format("'{}' {} is outside the range real devices have, {:g} to {:g} {}",
+                                  key, n.Scalar(), least, most, unit));
+}
+
 Status readFlops(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
   std::set<std::string> allowed(flopsKeys().begin(), flopsKeys().end());
   NNSC_RETURN_IF_ERROR(r.checkKeys(n, allowed, "'flops'"));
@@ -56,6 +67,7 @@ Status readFlops(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
     auto v = r.number(it->second, "flops." + key, true);
     if (!v)
       return v.status();
+    NNSC_RETURN_IF_ERROR(checkPhysical(r, it->second, "flops." + key, *v, 1e6, 1e18, "FLOP/s"));
     spec.flops[key] = *v;
   }
   if (!spec.flops.count("float32"))
@@ -76,6 +88,8 @@ Status readEfficiency(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec
       return r.errorAt(*node, fmt::format("'efficiency.{}' is a fraction of peak, at most 1; "
                                           "got {}",
                                           key, node->Scalar()));
+    NNSC_RETURN_IF_ERROR(
+        checkPhysical(r, *node, fmt::format("efficiency.{}", key), *v, 1e-3, 1, "of peak"));
     (std::string(key) == "matmul" ? spec.matmulEfficiency : spec.memoryEfficiency) = *v;
   }
   return Status::ok();
@@ -85,16 +99,19 @@ Status readNumbers(const YamlReader &r, const YAML::Node &root, DeviceSpec &spec
   struct Field {
     const char *key;
     double *out;
+    double least, most;
+    const char *unit;
   };
-  for (Field f :
-       {Field{"memory_bytes", &spec.memoryBytes}, Field{"memory_bandwidth", &spec.memoryBandwidth},
-        Field{"launch_floor", &spec.launchFloor}}) {
+  for (Field f : {Field{"memory_bytes", &spec.memoryBytes, 1e6, 1e15, "bytes"},
+                  Field{"memory_bandwidth", &spec.memoryBandwidth, 1e6, 1e15, "bytes/s"},
+                  Field{"launch_floor", &spec.launchFloor, 0, 1, "s"}}) {
     auto node = r.require(root, f.key, "the device spec");
     if (!node)
       return node.status();
     auto v = r.number(*node, f.key, std::string(f.key) != "launch_floor");
     if (!v)
       return v.status();
+    NNSC_RETURN_IF_ERROR(checkPhysical(r, *node, f.key, *v, f.least, f.most, f.unit));
     *f.out = *v;
   }
   return Status::ok();

@@ -74,13 +74,15 @@ Expected<double> YamlReader::number(const YAML::Node &n, const std::string &key,
 }
 
 Expected<int64_t> YamlReader::integer(const YAML::Node &n, const std::string &key,
-                                      int64_t min) const {
+                                      int64_t min, int64_t max) const {
   int64_t v = 0;
   if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
     return errorAt(n, fmt::format("'{}' must be an integer, got '{}'", key,
                                   n.IsScalar() ? n.Scalar() : std::string("a non-scalar")));
   if (v < min)
     return errorAt(n, fmt::format("'{}' must be at least {}, got {}", key, min, v));
+  if (v > max) // before any narrowing to int: 4294967298 must not become 2
+    return errorAt(n, fmt::format("'{}' must be at most {}, got {}", key, max, n.Scalar()));
   return v;
 }
 

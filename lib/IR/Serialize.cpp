@@ -1,5 +1,8 @@
 #include "nnsc/IR/Serialize.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "nnsc/Support/File.h"
 #include "nnsc/graph.pb.h"
 
@@ -143,6 +146,27 @@ Node nodeFromProto(const proto::Node &p) {
   return n;
 }
 
+// Sizes the planner multiplies and the loss it trains on, checked once here:
+// a shape whose bytes overflow 64 bits would be priced as nothing.
+Status checkShapesAndLoss(const Graph &g) {
+  for (const auto &t : g.tensors()) {
+    uint64_t bytes = std::max<int64_t>(1, dtypeSize(t.dtype));
+    for (int64_t d : t.shape) {
+      if (d < 0)
+        return errorf("tensor %{} '{}' has shape {}: a negative dimension", t.id, t.name,
+                      shapeString(t.shape));
+      if (d != 0 && bytes > uint64_t(std::numeric_limits<int64_t>::max()) / uint64_t(d))
+        return errorf("tensor %{} '{}' has shape {} whose size overflows 64 bits", t.id, t.name,
+                      shapeString(t.shape));
+      bytes *= uint64_t(d);
+    }
+  }
+  if (g.lossOutput < -1 || g.lossOutput >= int64_t(g.outputs.size()))
+    return errorf("loss_output {} names no output (the graph has {}); expected -1 or 0..{}",
+                  g.lossOutput, g.outputs.size(), int64_t(g.outputs.size()) - 1);
+  return Status::ok();
+}
+
 Status checkIds(const Graph &g) {
   auto n = static_cast<int64_t>(g.tensors().size());
   auto bad = [n](const std::vector<int64_t> &ids) {
@@ -207,6 +231,7 @@ Expected<Graph> fromProto(const proto::Graph &in) {
   for (const auto &u : in.state_updates())
     g.stateUpdates.push_back({u.state(), u.value()});
   NNSC_RETURN_IF_ERROR(checkIds(g));
+  NNSC_RETURN_IF_ERROR(checkShapesAndLoss(g));
   return g;
 }
 
@@ -232,6 +257,10 @@ Expected<Graph> parseGraph(const std::string &bytes, const std::string &path) {
     return errorf("{}: error: not an nnsc graph (protobuf parse failed; truncated or another "
                   "format?)",
                   path);
+  // A plan or a manifest parses too (unknown fields are kept aside), but
+  // no graph lacks tensors.
+  if (p.tensors().empty())
+    return errorf("{}: error: not an nnsc graph (it has no tensors; a plan or a manifest?)", path);
   auto g = fromProto(p);
   if (!g)
     return Status::error(path + ": error: " + g.status().message());

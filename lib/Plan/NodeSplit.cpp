@@ -62,6 +62,22 @@ std::string describeNode(const ir::Node &node) {
   return fmt::format("node {} {} at {} ({})", node.id, node.op, path, node.locString());
 }
 
+Status checkAnnotations(const ir::Graph &graph) {
+  for (const ir::Node &node : graph.nodes())
+    for (const std::string &text : node.annotations) {
+      auto anno = ops::parseAnnotation(text);
+      if (!anno)
+        return errorf("node {} ({}): bad annotation '{}': {}", node.id, node.op, text,
+                      anno.status().message());
+      // nnsc-trace keeps only the candidates that bind to the node's shapes.
+      auto bound = ops::bindShapes(*anno, shapesOf(graph, node.inputs), shapesOf(graph, node.outputs));
+      if (!bound)
+        return errorf("node {} ({}): bad annotation '{}': {}", node.id, node.op, text,
+                      bound.status().message());
+    }
+  return Status::ok();
+}
+
 Expected<ops::BoundAnno> bindNode(const ir::Graph &graph, const ir::Node &node) {
   if (node.annotations.empty())
     return errorf("{} is replicate-only (no partition annotation)", node.op);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "nnsc/IR/Serialize.h"
+#include "nnsc/Plan/NodeSplit.h"
 #include "nnsc/Plan/PlanFile.h"
 #include "nnsc/Plan/PlanPrinter.h"
 #include "nnsc/Support/File.h"
@@ -86,6 +87,8 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
   auto graph = ir::readGraph(graphPath);
   if (!graph)
     return graph.status();
+  if (Status st = checkAnnotations(*graph); !st)
+    return st.withContext(graphPath + ": error");
   PlanOptions opts = options;
   opts.graphPath = graphPath;
   auto plan = makePlan(*graph, opts);
@@ -110,15 +113,17 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
       return text.status();
     planFileText = text.take();
   }
-  if (!outputs.plan.empty()) {
+  OutputTransaction written; // plan.pb and the plan file replaced together, or neither
+  if (!outputs.plan.empty())
     NNSC_RETURN_IF_ERROR(writePlan(*plan, outputs.plan));
+  if (!outputs.planFile.empty())
+    NNSC_RETURN_IF_ERROR(writeFileAtomic(outputs.planFile, planFileText));
+  NNSC_RETURN_IF_ERROR(written.commit());
+  if (!outputs.plan.empty())
     log << fmt::format("nnsc-plan: wrote {} (policy {}, plan_ngpus {}, runtime_ngpus {})\n",
                        outputs.plan, plan->policy(), plan->plan_ngpus(), plan->runtime_ngpus());
-  }
-  if (!outputs.planFile.empty()) {
-    NNSC_RETURN_IF_ERROR(writeFileAtomic(outputs.planFile, planFileText));
+  if (!outputs.planFile.empty())
     log << fmt::format("nnsc-plan: wrote {} (the plan as a plan file)\n", outputs.planFile);
-  }
   if (print) {
     printPlan(*plan, *graph, out, printOptions);
     out << *extra;

@@ -6,12 +6,14 @@
 namespace nnsc::plan {
 
 Expected<int64_t> RuleReader::readInt(const YAML::Node &n, const char *what,
-                                          int64_t min) const {
+                                          int64_t min, int64_t max) const {
   int64_t v = 0;
   if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
     return errorAt(n, fmt::format("{} must be an integer", what));
   if (v < min)
     return errorAt(n, fmt::format("{} must be at least {}; got {}", what, min, v));
+  if (v > max) // before any narrowing to int: 4294967298 must not become 2
+    return errorAt(n, fmt::format("{} must be at most {}; got {}", what, max, n.Scalar()));
   return v;
 }
 
@@ -23,7 +25,7 @@ Status RuleReader::readSelectors(const YAML::Node &n, PlanRule &rule) const {
   if (n["class"])
     NNSC_RETURN_IF_ERROR(readStrings(n["class"], rule.classes, "class"));
   if (const YAML::Node nth = n["nth"]) {
-    auto v = readInt(nth, "nth", 0);
+    auto v = readInt(nth, "nth", 0, INT64_MAX); // past the graph: "matched no node"
     if (!v)
       return v.status();
     rule.nth = *v;
@@ -36,7 +38,7 @@ Status RuleReader::readSelectors(const YAML::Node &n, PlanRule &rule) const {
     else
       items.push_back(nodes);
     for (const YAML::Node &item : items) {
-      auto id = readInt(item, "node", 0);
+      auto id = readInt(item, "node", 0, INT64_MAX); // past the graph: named later
       if (!id)
         return id.status();
       rule.nodes.push_back(*id);

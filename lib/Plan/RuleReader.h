@@ -20,7 +20,8 @@ public:
   using cost::YamlReader::YamlReader;
 
 protected:
-  Expected<int64_t> readInt(const YAML::Node &n, const char *what, int64_t min) const;
+  Expected<int64_t> readInt(const YAML::Node &n, const char *what, int64_t min,
+                            int64_t max = INT32_MAX) const;
   /// A string or a list of strings.
   Status readStrings(const YAML::Node &n, std::vector<std::string> &out, const char *what) const;
   /// The selectors of a rule map (module, op, node, class, nth): at least

@@ -16,6 +16,10 @@ Status checkPlanEnvelope(const proto::Plan &plan) {
                   plan.format_version(), kPlanFormatVersion);
   if (plan.plan_ngpus() <= 0)
     return errorf("plan_ngpus is {}; expected a positive number", plan.plan_ngpus());
+  // Bounded before anything loops over ranks (codegen lays out each one).
+  if (plan.runtime_ngpus() > kMaxRuntimeNgpus)
+    return errorf("runtime_ngpus {} is above the limit of {} devices", plan.runtime_ngpus(),
+                  kMaxRuntimeNgpus);
   if (plan.runtime_ngpus() <= 0 || plan.runtime_ngpus() % plan.plan_ngpus() != 0)
     return errorf("runtime_ngpus {} is not a positive multiple of plan_ngpus {}",
                   plan.runtime_ngpus(), plan.plan_ngpus());
@@ -55,6 +59,9 @@ Status checkNode(const proto::Plan &plan, const ir::Graph &graph, const proto::N
     if (!seen.insert(d).second)
       return errorf("node {} ({}) lists device {} twice", node.id, node.op, d);
   }
+  if (np.num() < 1) // a stage's split has as many parts as it lists devices (below)
+    return errorf("node {} ({}) is split into {} parts; expected 1 or more", node.id, node.op,
+                  np.num());
   if (np.num() > 1 && np.devices_size() != np.num())
     return errorf("node {} ({}) is split into {} parts but lists {} devices", node.id, node.op,
                   np.num(), np.devices_size());

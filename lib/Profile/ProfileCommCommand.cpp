@@ -122,6 +122,8 @@ Expected<CommPlan> checkCommOptions(const ProfileCommOptions &o) {
   if (o.nproc != -1 && o.nproc < 2)
     return commandLineError(
         errorf("--nproc must be at least 2 (a collective needs two ranks), got {}", o.nproc));
+  if (o.nproc != -1)
+    NNSC_RETURN_IF_ERROR(rt::checkLocalWorkers("--nproc", o.nproc));
   if (o.backend != "gloo" && o.backend != "nccl")
     return commandLineError(errorf("unknown backend '{}'; expected one of: gloo, nccl", o.backend));
   plan.backend = o.backend;

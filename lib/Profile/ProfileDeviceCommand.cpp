@@ -52,6 +52,8 @@ Expected<DevicePlan> checkDeviceOptions(const ProfileDeviceOptions &o) {
     return commandLineError(errorf("unknown device '{}'; expected one of: cpu, cuda", o.device));
   if (o.nproc != -1 && o.nproc < 1)
     return commandLineError(errorf("--nproc must be at least 1, got {}", o.nproc));
+  if (o.nproc != -1)
+    NNSC_RETURN_IF_ERROR(rt::checkLocalWorkers("--nproc", o.nproc));
   if (o.threads < 0)
     return commandLineError(
         errorf("--threads must be at least 0 (0: automatic), got {}", o.threads));

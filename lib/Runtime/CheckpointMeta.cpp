@@ -49,6 +49,24 @@ nlohmann::json metaToJson(const CheckpointMeta &m) {
   return j;
 }
 
+// The counts a resume or a merge loops over, checked before they do: a rank
+// file's world_size bounds how many files are looked for, its data_position
+// where training resumes (the trainer writes its step there).
+Status checkCounts(const CheckpointMeta &m, const std::string &file) {
+  constexpr int kMaxRanks = 1 << 17; // nnsc-plan's limit on --runtime-ngpus
+  if (m.step < 0 || m.dataPosition != m.step)
+    return errorf("{}: error: bad checkpoint metadata: data_position {} disagrees with step {} "
+                  "(this nnsc writes the step)",
+                  file, m.dataPosition, m.step);
+  if (m.worldSize < 1 || m.worldSize > kMaxRanks)
+    return errorf("{}: error: bad checkpoint metadata: world_size {}; expected 1 to {} ranks", file,
+                  m.worldSize, kMaxRanks);
+  if (m.rank < 0 || m.rank >= m.worldSize)
+    return errorf("{}: error: bad checkpoint metadata: rank {} of world_size {}", file, m.rank,
+                  m.worldSize);
+  return Status::ok();
+}
+
 Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string &file) {
   CheckpointMeta m;
   try {
@@ -80,6 +98,7 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
     if (m.zero < 0 || m.zero > 1)
       return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 or 1", file,
                     m.zero);
+    NNSC_RETURN_IF_ERROR(checkCounts(m, file));
   } catch (const nlohmann::json::exception &ex) {
     return errorf("{}: error: bad checkpoint metadata: {}", file, ex.what());
   }

@@ -16,6 +16,7 @@ std::string scalarText(const YAML::Node &n) { return n.IsNull() ? std::string() 
 
 Status flattenInto(const YAML::Node &map, const std::string &prefix, const std::string &path,
                    const std::string &text, FlatConfig &out) {
+  std::set<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
     // Copies: it-> returns a proxy whose pair dies at the end of this statement.
     const YAML::Node key = it->first, val = it->second;
@@ -23,6 +24,11 @@ Status flattenInto(const YAML::Node &map, const std::string &prefix, const std::
       return Status::error(
           formatErrorWithSnippet(posOf(path, key), "keys must be plain names", text));
     std::string name = prefix + key.Scalar();
+    if (!seen.insert(key.Scalar()).second) // yaml-cpp would keep one silently
+      return Status::error(formatErrorWithSnippet(
+          posOf(path, key), fmt::format("duplicate key '{}'{}", key.Scalar(),
+                      prefix.empty() ? "" : " in '" + prefix.substr(0, prefix.size() - 1) + "'"),
+          text));
     if (val.IsMap()) {
       NNSC_RETURN_IF_ERROR(flattenInto(val, name + ".", path, text, out));
       continue;

@@ -53,7 +53,8 @@ private:
       if (finish_)
         finish_();
     } catch (const std::exception &e) {
-      return Status::error(
+      // A failed collective is the run's failure, not the input's: exit 2.
+      return Status::internal(
           fmt::format("{}: {}", context_, explainCommFailure(exceptionMessage(e), timeout)));
     }
     return Status::ok();
@@ -265,7 +266,7 @@ private:
     try {
       return std::make_shared<C10dWork>(start(), context(op), group().timeout, std::move(finish));
     } catch (const std::exception &e) {
-      return Work::finished(Status::error(fmt::format(
+      return Work::finished(Status::internal(fmt::format(
           "{}: {}", context(op), explainCommFailure(exceptionMessage(e), group().timeout))));
     }
   }
@@ -289,8 +290,9 @@ createGlooBackend(const GroupInfo &group, const c10::intrusive_ptr<c10d::Store> 
         static_cast<int>(group.ranks.size()), opts);
     return std::shared_ptr<CommBackend>(std::make_shared<GlooBackend>(group, std::move(pg)));
   } catch (const std::exception &e) {
-    return errorf("cannot create gloo {} at rank {}: {}", group.describe(), group.rank,
-                  explainCommFailure(exceptionMessage(e), group.timeout));
+    return Status::internal(fmt::format("cannot create gloo {} at rank {}: {}", group.describe(),
+                                        group.rank,
+                                        explainCommFailure(exceptionMessage(e), group.timeout)));
   }
 }
 

@@ -319,6 +319,16 @@ std::string selfExecutable() {
   return n > 0 ? std::string(buf, size_t(n)) : std::string();
 }
 
+Status checkLocalWorkers(const char *flag, int64_t n) {
+  if (n < 1)
+    return errorf("command line: error: impossible {} {}; expected at least 1 local worker", flag,
+                  n);
+  if (n > kMaxLocalWorkers)
+    return errorf("command line: error: {} {} is above the limit of {} local workers", flag, n,
+                  kMaxLocalWorkers);
+  return Status::ok();
+}
+
 int runLocalWorkers(const LaunchOptions &options) {
   struct sigaction sa {};
   sa.sa_handler = onStopSignal;

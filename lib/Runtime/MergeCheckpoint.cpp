@@ -269,6 +269,24 @@ Status checkEveryRank(const std::string &dir) {
   return Status::ok();
 }
 
+// The same for a program directory: rank 0's manifest records the world size.
+Status checkEveryProgramRank(const std::string &dir) {
+  auto first = loadRankManifest((fs::path(dir) / "rank0.pb").string());
+  if (!first)
+    return first.status();
+  std::vector<std::string> missing;
+  for (int k = 0; k < first->world_size(); ++k)
+    for (const char *ext : {"pb", "py", "safetensors"})
+      if (!fs::exists(fs::path(dir) / fmt::format("rank{}.{}", k, ext)))
+        missing.push_back(fmt::format("rank{}.{}", k, ext));
+  if (missing.empty())
+    return Status::ok();
+  std::string list;
+  for (const auto &m : missing)
+    list += (list.empty() ? "" : ", ") + m;
+  return errorf("{}: error: the program of {} ranks lacks {}", dir, first->world_size(), list);
+}
+
 Expected<std::string> resolveCheckpointDir(const std::string &input) {
   if (fs::exists(fs::path(input) / "rank0.json")) {
     if (!isCompleteCheckpoint(input))
@@ -318,6 +336,7 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
     if (r.ranks == 0)
       return errorf("{}: error: no rank0.pb here; expected a directory written by nnsc-codegen",
                     o.input);
+    NNSC_RETURN_IF_ERROR(checkEveryProgramRank(o.input));
     for (int k = 0; k < r.ranks; ++k)
       NNSC_RETURN_IF_ERROR(collectProgram(o.input, k, pieces));
   } else {
@@ -354,12 +373,14 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
     originals.insert(p.info.originalName);
   r.tensors = int64_t(originals.size());
   r.aliases = int64_t(merged->size()) - r.tensors;
+  OutputTransaction outputs; // the weights and the optimizer state replaced together, or neither
   if (!o.output.empty())
     NNSC_RETURN_IF_ERROR(saveStateDict(*merged, o.output));
   if (!o.output.empty() && !r.optimizer.empty()) {
     r.optimizerOutput = o.optimizerOutput.empty() ? optimizerFileOf(o.output) : o.optimizerOutput;
     NNSC_RETURN_IF_ERROR(saveStateDict(r.optimizer, r.optimizerOutput));
   }
+  NNSC_RETURN_IF_ERROR(outputs.commit());
   r.merged = merged.take();
   return r;
 }

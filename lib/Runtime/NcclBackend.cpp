@@ -103,7 +103,7 @@ struct NcclComm {
       ncclCommAbort(comm);
     aborted = true;
     comm = nullptr;
-    return Status::error(why);
+    return Status::internal(why); // the run's failure, not the input's: exit 2
   }
 };
 
@@ -145,7 +145,7 @@ private:
   Status checkAsync(Clock::time_point deadline, std::chrono::milliseconds timeout) {
     std::lock_guard<std::mutex> lock(comm_->mutex);
     if (comm_->aborted)
-      return errorf("the communicator was aborted by an earlier failure");
+      return Status::internal("the communicator was aborted by an earlier failure");
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm_->comm, &state);
     if (state != ncclSuccess && state != ncclInProgress)
@@ -350,7 +350,7 @@ private:
 
   Status issue(const Calls &calls, cudaEvent_t &ready, cudaEvent_t &done) {
     if (comm_->aborted)
-      return errorf("the communicator was aborted by an earlier failure");
+      return Status::internal("the communicator was aborted by an earlier failure");
     NNSC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(comm_->device), "cudaSetDevice"));
     NNSC_RETURN_IF_ERROR(
         cudaStatus(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate"));

@@ -105,10 +105,12 @@ Expected<PreparedData> prepareCharData(const std::string &inputPath, const std::
   nlohmann::json meta = {{"vocab_size", stoi.size()}, {"itos", itos}, {"stoi", stoiJson}};
   std::string metaText = meta.dump(1) + "\n";
   NNSC_RETURN_IF_ERROR(makeDirs(outDir));
+  OutputTransaction outputs; // the three files replaced together, or none
   size_t split = static_cast<size_t>(double(chars.size()) * 0.9);
   NNSC_RETURN_IF_ERROR(writeTokens(outDir + "/train.bin", chars, 0, split, stoi));
   NNSC_RETURN_IF_ERROR(writeTokens(outDir + "/val.bin", chars, split, chars.size(), stoi));
   NNSC_RETURN_IF_ERROR(writeFileAtomic(outDir + "/meta.json", metaText));
+  NNSC_RETURN_IF_ERROR(outputs.commit());
   return PreparedData{int64_t(stoi.size()), int64_t(split), int64_t(chars.size() - split)};
 }
 

@@ -1,12 +1,44 @@
 #include "nnsc/Runtime/ShardTable.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "JsonInts.h"
 #include "nnsc/Support/File.h"
 #include "nnsc/manifest.pb.h"
 
 namespace nnsc::rt {
+
+namespace {
+
+// What the runtime loops over or allocates from a manifest, checked first:
+// the world size (a merge looks for every rank's files), the rank, and each
+// input's size (the trainer allocates the batches), against this machine.
+Status checkManifestCounts(const proto::RankManifest &m, const std::string &path) {
+  constexpr int kMaxRanks = 1 << 17; // nnsc-plan's limit on --runtime-ngpus
+  if (m.world_size() < 1 || m.world_size() > kMaxRanks)
+    return errorf("{}: error: bad manifest: world_size {}; expected 1 to {} ranks", path,
+                  m.world_size(), kMaxRanks);
+  if (m.rank() < 0 || m.rank() >= m.world_size())
+    return errorf("{}: error: bad manifest: rank {} of world_size {}", path, m.rank(),
+                  m.world_size());
+  double memory = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  for (const auto &in : m.inputs()) {
+    double bytes = 8; // at most 8 bytes an element
+    for (int64_t d : in.shape())
+      bytes *= d < 0 ? -1 : double(d);
+    if (bytes < 0 || bytes > memory)
+      return errorf("{}: error: bad manifest: input '{}' of shape [{}] needs {:.1f} GiB, more than "
+                    "this machine's {:.1f} GiB",
+                    path, in.name(), fmt::join(in.shape(), ", "), bytes / 1073741824.0,
+                    memory / 1073741824.0);
+  }
+  return Status::ok();
+}
+
+} // namespace
 
 Expected<proto::RankManifest> loadRankManifest(const std::string &path) {
   auto bytes = readFile(path);
@@ -15,6 +47,7 @@ Expected<proto::RankManifest> loadRankManifest(const std::string &path) {
   proto::RankManifest m;
   if (!m.ParseFromString(*bytes))
     return errorf("{}: error: not a rank manifest (protobuf nnsc.proto.RankManifest)", path);
+  NNSC_RETURN_IF_ERROR(checkManifestCounts(m, path));
   return m;
 }
 

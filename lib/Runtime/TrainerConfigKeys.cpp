@@ -29,9 +29,11 @@ KeySpec intKey(const char *key, const char *def, double min, std::function<int64
   return s;
 }
 
-KeySpec floatKey(const char *key, const char *def, double min, std::function<double &(C &)> ref) {
+KeySpec floatKey(const char *key, const char *def, double min, std::function<double &(C &)> ref,
+                 double max = 1e300) {
   KeySpec s = spec(key, KeyType::Float, def);
   s.min = min;
+  s.max = max;
   s.floatRef = std::move(ref);
   return s;
 }
@@ -65,7 +67,8 @@ std::vector<KeySpec> buildKeys() {
   k.push_back(choiceKey(
       "backend", "auto", {"auto", "gloo", "nccl"}, [](C & c) -> auto & { return c.backend; }));
   k.push_back(floatKey(
-      "comm_timeout_s", "120", 1e-3, [](C & c) -> auto & { return c.commTimeoutS; }));
+      "comm_timeout_s", "120", 1e-3, [](C & c) -> auto & { return c.commTimeoutS; },
+      86400)); // a day; far past it the milliseconds overflow
   k.push_back(choiceKey(
       "data.kind", "tokens", {"tokens", "synthetic", "tensors"},
       [](C & c) -> auto & { return c.data.kind; }));

@@ -130,15 +130,56 @@ Expected<std::unique_ptr<DataFeed>> openTensorFeed(const TrainerState &s, const 
   return std::unique_ptr<DataFeed>(std::make_unique<TensorFeed>(data.take()));
 }
 
+// The least bound the token-fed inputs put on ids (an embedding's rows, a
+// loss's classes; codegen records it), and what sets it; 0: none.
+std::pair<int64_t, std::string> tokenBound(const TrainerState &s) {
+  std::pair<int64_t, std::string> best = {0, ""};
+  for (int i = 0; i < fedInputCount(s); ++i) {
+    const auto &in = s.manifest.inputs(i);
+    if (in.index_bound() > 0 && (best.first == 0 || in.index_bound() < best.first))
+      best = {in.index_bound(), in.index_bound_of()};
+  }
+  return best;
+}
+
+// Ids the model cannot index would fail deep in its forward as an internal
+// error; the data is what is wrong (another tokenizer's file, a wrong
+// data.dtype), so it is named here. One scan of the file per node.
+Status checkTokenIds(const TrainerState &s, const TokenSource &src, const std::string &path) {
+  auto [bound, of] = tokenBound(s);
+  const DataConfig &d = s.config.data;
+  if (bound == 0)
+    return Status::ok();
+  if (d.kind == "synthetic") {
+    if (d.vocabSize <= bound)
+      return Status::ok();
+    return Status::error(formatError(
+        s.config.positionOf("data.vocab_size"),
+        fmt::format("data.vocab_size {} is above the model's vocabulary of {} ({})", d.vocabSize,
+                    bound, of)));
+  }
+  if (s.env.localRank != 0)
+    return Status::ok();
+  uint64_t k = src.firstOutside(bound);
+  if (k == src.size())
+    return Status::ok();
+  return errorf("{}: error: token id {} at offset {} is not below the model's vocabulary of {} "
+                "({}); is data.dtype ({}) right for this file?",
+                path, src.at(k), k * (d.dtype == "int32" ? 4 : 2), bound, of, d.dtype);
+}
+
 Expected<TokenDataset> openTokens(const TrainerState &s, const std::string &path, uint64_t salt) {
   const DataConfig &d = s.config.data;
   uint64_t seed = uint64_t(s.config.seed);
-  if (d.kind == "synthetic")
-    return TokenDataset::create(syntheticTokens(d.vocabSize, seed + salt), s.blockSize, seed,
-                                "synthetic data");
+  if (d.kind == "synthetic") {
+    auto src = syntheticTokens(d.vocabSize, seed + salt);
+    NNSC_RETURN_IF_ERROR(checkTokenIds(s, *src, "synthetic data"));
+    return TokenDataset::create(src, s.blockSize, seed, "synthetic data");
+  }
   auto src = openTokenFile(path, d.dtype);
   if (!src)
     return src.status();
+  NNSC_RETURN_IF_ERROR(checkTokenIds(s, **src, path));
   return TokenDataset::create(*src, s.blockSize, seed, path);
 }
 

@@ -30,6 +30,10 @@ Status loadManifest(TrainerState &s) {
   if (!m)
     return m.status();
   s.manifest = m.take();
+  if (s.manifest.rank() != s.env.rank)
+    return errorf("{}: error: the manifest is for rank {}, not rank {} (a file copied over "
+                  "another?)",
+                  path, s.manifest.rank(), s.env.rank);
   if (s.manifest.world_size() != s.env.worldSize)
     return errorf("{}: error: the program is for {} ranks but this job has {} (from {})", path,
                   s.manifest.world_size(), s.env.worldSize, s.env.source);
@@ -266,8 +270,17 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
   s->config = config;
   s->env = env;
   s->programDir = config.program;
-  if (config.device == "cuda")
+  if (config.device == "cuda") {
+    // Before anything is allocated there: else LibTorch's dispatcher table.
+    int gpus = at::hasCUDA() ? int(at::getNumGPUs()) : 0;
+    if (env.localRank >= gpus)
+      return Status::error(formatError(
+          config.positionOf("device"),
+          gpus == 0 ? std::string("device 'cuda', but this LibTorch sees no CUDA device")
+                    : fmt::format("device 'cuda' for local rank {}, but this machine has {} GPUs",
+                                  env.localRank, gpus)));
     s->device = at::Device(at::kCUDA, env.localRank);
+  }
   NNSC_RETURN_IF_ERROR(loadManifest(*s));
   NNSC_RETURN_IF_ERROR(checkShapes(*s));
   NNSC_RETURN_IF_ERROR(openData(*s));

@@ -77,6 +77,27 @@ const SafetensorsEntry *SafetensorsFile::find(const std::string &name) const {
   return nullptr;
 }
 
+// The format lays entries out one after another: bytes shared by two entries
+// are a damaged header (either tensor would read the other's data). Sorts
+// the entries by name afterwards.
+static Status checkDisjoint(const std::string &path, std::string_view data,
+                            std::vector<SafetensorsEntry> &entries) {
+  auto begin = [&](const SafetensorsEntry &e) { return e.bytes.data() - data.data(); };
+  std::sort(entries.begin(), entries.end(), [&](const auto &a, const auto &b) {
+    return begin(a) != begin(b) ? begin(a) < begin(b) : a.bytes.size() < b.bytes.size();
+  });
+  for (size_t i = 1; i < entries.size(); ++i) {
+    const SafetensorsEntry &a = entries[i - 1], &b = entries[i];
+    if (!b.bytes.empty() && begin(b) < begin(a) + int64_t(a.bytes.size()))
+      return errorf("{}: error: entry '{}' data_offsets [{}, {}] overlap entry '{}' [{}, {}]", path,
+                    b.name, begin(b), begin(b) + int64_t(b.bytes.size()), a.name, begin(a),
+                    begin(a) + int64_t(a.bytes.size()));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const auto &a, const auto &b) { return a.name < b.name; });
+  return Status::ok();
+}
+
 static Status parseHeader(const std::string &path, std::string_view json, std::string_view data,
                           std::vector<SafetensorsEntry> &entries,
                           std::map<std::string, std::string> &metadata) {
@@ -128,9 +149,7 @@ static Status parseHeader(const std::string &path, std::string_view json, std::s
     e.bytes = data.substr(off[0], off[1] - off[0]);
     entries.push_back(std::move(e));
   }
-  std::sort(entries.begin(), entries.end(),
-            [](const auto &a, const auto &b) { return a.name < b.name; });
-  return Status::ok();
+  return checkDisjoint(path, data, entries);
 }
 
 Expected<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string &path) {

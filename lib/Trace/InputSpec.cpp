@@ -25,6 +25,7 @@ Status checkKeys(const std::string &path, const YAML::Node &map,
   std::string list;
   for (const auto &a : allowed)
     list += (list.empty() ? "" : ", ") + a;
+  std::set<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
     // A key that is a list or a map (YAML's `? [a, b]`) is no name at all.
     if (!it->first.IsScalar())
@@ -34,6 +35,8 @@ Status checkKeys(const std::string &path, const YAML::Node &map,
     if (!allowed.count(key))
       return errorAt(path, it->first,
                      fmt::format("unknown key '{}' in {}; expected one of: {}", key, what, list));
+    if (!seen.insert(key).second) // yaml-cpp keeps the first silently
+      return errorAt(path, it->first, fmt::format("duplicate key '{}' in {}", key, what));
   }
   return Status::ok();
 }
@@ -43,9 +46,10 @@ Status parseShape(const std::string &path, const YAML::Node &n, InputSpecEntry &
     return errorAt(path, n, "'shape' must be a list of positive integers, e.g. [8, 256]");
   for (const auto &d : n) {
     int64_t v = 0;
-    if (!YAML::convert<int64_t>::decode(d, v) || v < 0)
-      return errorAt(
-          path, d, fmt::format("bad dimension '{}'; expected a non-negative integer", d.Scalar()));
+    // 0 would make empty batches: a model trained on them learns nothing (loss nan).
+    if (!YAML::convert<int64_t>::decode(d, v) || v <= 0)
+      return errorAt(path, d,
+                     fmt::format("bad dimension '{}'; expected a positive integer", d.Scalar()));
     e.shape.push_back(v);
   }
   return Status::ok();
@@ -75,6 +79,36 @@ Status parseRange(const std::string &path, const YAML::Node &n, InputSpecEntry &
   return Status::ok();
 }
 
+// The samples are drawn from [lo, hi) in the input's dtype: integer bounds
+// must fit it (hi is exclusive), floating ones and their width must be finite
+// in it. Checked once the dtype is known, before anything is drawn.
+Status checkRangeFits(const std::string &path, const YAML::Node &n, const InputSpecEntry &e) {
+  auto [lo, hi] = *e.range;
+  double least = 0, most = 0;
+  switch (e.dtype) {
+  case ir::DType::Float16: least = -65504.0, most = 65504.0; break;
+  case ir::DType::BFloat16: least = -3.3895313892515355e38, most = 3.3895313892515355e38; break;
+  case ir::DType::Float32: least = -3.4028234663852886e38, most = 3.4028234663852886e38; break;
+  case ir::DType::Float64: least = -1.7976931348623157e308, most = 1.7976931348623157e308; break;
+  case ir::DType::Int8: least = -128, most = 128; break;
+  case ir::DType::UInt8: least = 0, most = 256; break;
+  case ir::DType::Int16: least = -32768, most = 32768; break;
+  case ir::DType::Int32: least = -2147483648.0, most = 2147483648.0; break;
+  case ir::DType::Bool: least = 0, most = 2; break;
+  default: least = -9223372036854775808.0, most = 9223372036854775807.0; break; // < 2^63
+  }
+  bool floating = ir::isFloatingPoint(e.dtype);
+  bool fits = floating ? lo >= least && hi <= most && hi - lo <= most
+                       : lo >= least && (e.dtype == ir::DType::Int64 ? hi < most : hi <= most);
+  if (fits)
+    return Status::ok();
+  return errorAt(path, n,
+                 fmt::format("'range' [{}, {}] does not fit {}: samples are drawn from [lo, hi) "
+                             "and must be {} {}",
+                             n[0].Scalar(), n[1].Scalar(), ir::dtypeName(e.dtype),
+                             floating ? "finite" : "representable", "in it"));
+}
+
 Expected<InputSpecEntry> parseEntry(const std::string &path, const YAML::Node &n) {
   if (!n.IsMap())
     return errorAt(path, n, "each input must be a map with 'name', 'shape', 'dtype'");
@@ -102,8 +136,10 @@ Expected<InputSpecEntry> parseEntry(const std::string &path, const YAML::Node &n
                                  n["dtype"].Scalar()));
     e.dtype = *dt;
   }
-  if (n["range"])
+  if (n["range"]) {
     NNSC_RETURN_IF_ERROR(parseRange(path, n["range"], e));
+    NNSC_RETURN_IF_ERROR(checkRangeFits(path, n["range"], e));
+  }
   NNSC_RETURN_IF_ERROR(checkSize(path, n["shape"] ? n["shape"] : n, e));
   return e;
 }

@@ -1,4 +1,4 @@
-// Writing graph.pb and weights.safetensors; a failure leaves nothing behind.
+// Writing graph.pb and weights.safetensors; a failure leaves the earlier ones as they were.
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -52,22 +52,22 @@ Status writeTraceOutputs(const TraceOptions &options, const TraceResult &result,
   ir::Graph g = result.graph;
   g.weightsWritten = result.weightsAvailable;
   Status st = Status::ok();
-  std::error_code rmEc;
-  if (!result.weightsAvailable)
-    fs::remove(weightsPath, rmEc); // never pair a new graph with old weights
-  if (result.weightsAvailable) {
-    auto module = loadModule(options.modelPath);
-    st = module ? writeWeights(*module, g, weightsPath) : module.status();
+  {
+    OutputTransaction outputs; // both files replaced, or neither
+    if (result.weightsAvailable) {
+      auto module = loadModule(options.modelPath);
+      st = module ? writeWeights(*module, g, weightsPath) : module.status();
+    } else {
+      outputs.removeOnCommit(weightsPath); // never pair a new graph with old weights
+    }
+    if (st.isOk())
+      st = writeGraph(g, graphPath);
+    if (st.isOk())
+      st = outputs.commit();
   }
-  if (st.isOk())
-    st = writeGraph(g, graphPath);
-  if (!st.isOk()) {
-    std::error_code ec;
-    fs::remove(graphPath, ec);
-    fs::remove(weightsPath, ec);
-    if (created)
-      fs::remove(outDir, ec);
-  }
+  std::error_code ec;
+  if (!st.isOk() && created)
+    fs::remove(outDir, ec);
   return st;
 }
 

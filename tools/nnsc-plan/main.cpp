@@ -118,7 +118,8 @@ static int toolMain(int argc, char **argv) {
                                    "devices one model copy spans (tp, data, hybrid, file); "
                                    "autodist: auto (the default) or a number");
   auto *planFile = app.add_option("--plan-file", opts.planFile, "policy file: the plan YAML");
-  auto *seedOpt = app.add_option("--seed", seed, "tp/hybrid: pick split dims at random");
+  auto *seedOpt = app.add_option("--seed", seed, "tp/hybrid: pick split dims at random")
+                      ->check(nnsc::unsignedInteger());
   auto *micro =
       app.add_option("--micro-batches", opts.microBatches, "micro-batches per optimizer step")
           ->default_val(1);
@@ -194,6 +195,9 @@ static int toolMain(int argc, char **argv) {
       v = nnsc::errorf("error: impossible {} {}; expected auto or a number >= 0", flag, *text);
     else if (v && *v < 0 && !autodist)
       v = nnsc::errorf("error: {} auto needs --policy autodist", flag);
+    else if (v && *v == 0 && target == &opts.planNgpus) // 0 is not "not given"
+      v = nnsc::errorf("error: impossible --plan-ngpus 0; expected a positive number of devices{}",
+                       autodist ? " or auto" : "");
     if (!v) {
       std::cerr << v.status().message() << '\n';
       return static_cast<int>(v.status().kind());

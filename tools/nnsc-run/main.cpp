@@ -2,6 +2,7 @@
 //   nnsc-run CONFIG.yaml [--key.path=value ...] [--nproc-per-node N] [--print-config]
 #include <iostream>
 
+#include "nnsc/Runtime/Launcher.h"
 #include "nnsc/Runtime/RunCommand.h"
 #include "nnsc/Support/ToolMain.h"
 
@@ -18,6 +19,11 @@ int toolMain(int argc, char **argv) {
   app.add_flag("--print-config", opts.printConfig, "print every key's resolved value and exit");
   app.allow_extras();
   NNSC_PARSE(app, argc, argv);
+  if (app.count("--nproc-per-node"))
+    if (auto st = nnsc::rt::checkLocalWorkers("--nproc-per-node", opts.nprocPerNode); !st) {
+      std::cerr << st.message() << '\n';
+      return 1;
+    }
   for (const auto &extra : app.remaining()) {
     if (extra.rfind("--", 0) != 0 || extra.find('=') == std::string::npos) {
       std::cerr << "command line: error: unexpected argument '" << extra

@@ -21,7 +21,9 @@ int toolMain(int argc, char **argv) {
   app.add_option("--device", opts.device, "where to execute while tracing: meta or cpu")
       ->default_val("meta");
   app.add_option("--custom-ops", opts.customOps, "YAML with annotations of user ops");
-  app.add_option("--seed", opts.seed, "seed for random sample inputs")->default_val(0);
+  app.add_option("--seed", opts.seed, "seed for random sample inputs")
+      ->default_val(0)
+      ->check(nnsc::unsignedInteger());
   app.add_flag("--print", print, "print the graph's text form");
   bool verify = false, noVerify = false;
   auto *v = app.add_flag("--verify", verify,

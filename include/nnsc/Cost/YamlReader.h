@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 /// Shared checks for YAML input files (the cost model's, plan files,
 /// autodist constraints): located errors, known keys, positive numbers.
 /// yaml-cpp exceptions stop here.
@@ -39,8 +40,9 @@ public:
                                const std::string &what) const;
   /// A number >= 0 (> 0 when `positive`); the message names `key`.
   Expected<double> number(const YAML::Node &n, const std::string &key, bool positive) const;
-  /// An integer >= `min`.
-  Expected<int64_t> integer(const YAML::Node &n, const std::string &key, int64_t min) const;
+  /// An integer from `min` to `max`, checked before any narrowing.
+  Expected<int64_t> integer(const YAML::Node &n, const std::string &key, int64_t min,
+                            int64_t max = INT32_MAX) const;
   /// A plain string.
   Expected<std::string> string(const YAML::Node &n, const std::string &key) const;
 

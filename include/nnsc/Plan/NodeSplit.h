@@ -33,6 +33,11 @@ struct ResolvedSplit {
 /// messages name a node (module path "<top>" when empty).
 std::string describeNode(const ir::Node &node);
 
+/// Every node's partition annotations parse: a graph.pb edited by hand (or
+/// written by another build) is refused here, naming the node and the text,
+/// instead of its node silently planned as replicate-only.
+Status checkAnnotations(const ir::Graph &graph);
+
 /// The first of the node's candidate annotations that binds to its shapes.
 /// Errors: no annotation (replicate-only), none binds.
 Expected<ops::BoundAnno> bindNode(const ir::Graph &graph, const ir::Node &node);

@@ -46,6 +46,13 @@ public:
   virtual uint64_t size() const = 0;
   /// Token at position `k` (< size()).
   virtual int64_t at(uint64_t k) const = 0;
+  /// The first position whose token is not in [0, bound), or size().
+  virtual uint64_t firstOutside(int64_t bound) const {
+    for (uint64_t k = 0; k < size(); ++k)
+      if (at(k) < 0 || at(k) >= bound)
+        return k;
+    return size();
+  }
 };
 
 /// Maps a raw little-endian token file (dtype "uint16" as nanoGPT's

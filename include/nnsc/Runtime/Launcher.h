@@ -7,10 +7,22 @@
 /// exit — reports it, sends SIGTERM to the others, SIGKILL after a grace
 /// period, and returns non-zero. No LibTorch.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "nnsc/Support/Status.h"
+
 namespace nnsc::rt {
+
+/// The most workers one launcher starts: each is a LibTorch process (about
+/// 70 MiB before it does anything), so a count from a typo must be refused
+/// before the first fork, not found out by the machine running out of memory.
+inline constexpr int64_t kMaxLocalWorkers = 512;
+
+/// `n` as given to `flag` (--nproc-per-node, --nproc) checked against 1 ..
+/// kMaxLocalWorkers; the error is a command-line error naming the flag and value.
+Status checkLocalWorkers(const char *flag, int64_t n);
 
 struct LaunchOptions {
   int nprocPerNode = 1;

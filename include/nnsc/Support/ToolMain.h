@@ -28,6 +28,22 @@ inline int cliExit(CLI::App &app, const CLI::ParseError &e) {
   return code == 0 ? 0 : 1;
 }
 
+/// A check for an unsigned flag (a seed): CLI11 converts with strtoull, which
+/// wraps "-1" to 2^64-1; this refuses anything but digits that fit 64 bits.
+inline CLI::Validator unsignedInteger() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        bool digits = !text.empty() && text.size() <= 20 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+        // 20 digits may still pass 2^64-1: compare as text of equal length.
+        if (digits && text.size() == 20 && text > "18446744073709551615")
+          digits = false;
+        return digits ? std::string()
+                      : "'" + text + "' is not a whole number from 0 to 18446744073709551615";
+      },
+      "UINT64");
+}
+
 /// The text of an escaped exception for a message: its first lines, without
 /// the "Exception raised from" or "frame #" backtrace LibTorch appends.
 inline std::string exceptionText(const std::exception &e) {
