@@ -7,19 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "YamlText.h"
+
 namespace nnsc::profile {
 
 namespace {
-
-std::string quoted(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
 
 std::string trimmed(std::string s) {
   size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
@@ -101,10 +93,10 @@ std::string formatCommTable(const CommTable &t) {
   std::string out;
   out += fmt::format("version: {}\n", t.version);
   out += fmt::format("backend: {}\n", t.backend);
-  out += fmt::format("device: {}\n", t.device);
+  out += fmt::format("device: {}\n", yamlScalar(t.device));
   out += "sources:\n";
   for (const std::string &s : t.sources)
-    out += fmt::format("  - {}\n", quoted(s));
+    out += fmt::format("  - {}\n", yamlQuoted(s));
   out += t.curves.empty() ? "curves: []\n" : "curves:\n";
   for (const CommCurve &c : t.curves) {
     out += fmt::format("  - collective: {}\n", c.collective);

@@ -3,31 +3,18 @@
 
 #include <fmt/format.h>
 
+#include "YamlText.h"
 #include "nnsc/Profile/CommTable.h"
 
 namespace nnsc::profile {
 
-namespace {
-
-std::string quoted(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-} // namespace
-
 std::string formatDeviceSpec(const MeasuredDevice &d) {
   std::string out;
-  out += fmt::format("name: {}\n", d.name);
-  out += fmt::format("description: {}\n", quoted(d.description));
+  out += fmt::format("name: {}\n", yamlScalar(d.name));
+  out += fmt::format("description: {}\n", yamlQuoted(d.description));
   out += "sources:\n";
   for (const std::string &s : d.sources)
-    out += fmt::format("  - {}\n", quoted(s));
+    out += fmt::format("  - {}\n", yamlQuoted(s));
   out += "flops:\n";
   for (const auto &[dtype, rate] : d.flops)
     out += fmt::format("  {}: {}\n", dtype, formatReal(rate));

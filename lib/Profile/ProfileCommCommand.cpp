@@ -8,10 +8,12 @@
 #include <ostream>
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "CommBench.h"
+#include "nnsc/Profile/HostInfo.h"
 #include "nnsc/Runtime/LaunchEnv.h"
 #include "nnsc/Runtime/Launcher.h"
 #include "nnsc/Runtime/RunCommand.h"
@@ -28,6 +30,50 @@ int fail(const Status &st, std::ostream &err) {
 }
 
 Status commandLineError(const Status &st) { return st.withContext("command line: error"); }
+
+// Past a day an operation has hung; past ~1e15 s the milliseconds the
+// backends take overflow to a negative timeout.
+constexpr double kMaxTimeoutSeconds = 86400;
+
+double gib(double bytes) { return bytes / double(int64_t(1) << 30); }
+
+// Message buffers one rank holds at once for the largest size, in units of
+// that size: all_to_all and send_recv an input and an output, all_gather and
+// reduce_scatter the parts and their sum (at most 1.5 x), the rest one.
+int buffersPerRank(const std::vector<Collective> &collectives) {
+  int most = 1;
+  for (Collective c : collectives)
+    if (c != Collective::AllReduce && c != Collective::Broadcast)
+      most = 2;
+  return most;
+}
+
+// The gloo workers' buffers are host memory: refuse sizes whose buffers on
+// all local ranks need more than this node has, or more than one process may
+// map (ulimit -v), before any worker starts.
+Status checkHostMemory(const CommPlan &plan, const std::string &sizesText, int localRanks) {
+  if (plan.backend != "gloo" || plan.sizes.empty())
+    return Status::ok();
+  int buffers = buffersPerRank(plan.collectives);
+  double perRank = double(plan.sizes.back()) * buffers;
+  double need = perRank * localRanks;
+  double have = double(memTotalBytes());
+  if (have > 0 && need > have)
+    return commandLineError(errorf(
+        "--sizes {} needs {:.1f} GiB on this node ({} rank{} x {} buffer{} of {:.1f} GiB), more "
+        "than the {:.1f} GiB it has",
+        sizesText, gib(need), localRanks, localRanks == 1 ? "" : "s", buffers,
+        buffers == 1 ? "" : "s", gib(double(plan.sizes.back())), gib(have)));
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      perRank > double(limit.rlim_cur))
+    return commandLineError(
+        errorf("--sizes {} needs {:.1f} GiB in each rank ({} buffer{} of {:.1f} GiB), more than "
+               "the address-space limit of {:.1f} GiB a process has (ulimit -v)",
+               sizesText, gib(perRank), buffers, buffers == 1 ? "" : "s",
+               gib(double(plan.sizes.back())), gib(double(limit.rlim_cur))));
+  return Status::ok();
+}
 
 std::string directoryOf(const std::string &path) {
   size_t slash = path.find_last_of('/');
@@ -146,6 +192,9 @@ Expected<CommPlan> checkCommOptions(const ProfileCommOptions &o) {
     return commandLineError(errorf("--point-seconds must be positive, got {}", o.pointSeconds));
   if (!(o.timeoutSeconds > 0))
     return commandLineError(errorf("--timeout must be positive, got {}", o.timeoutSeconds));
+  if (o.timeoutSeconds > kMaxTimeoutSeconds)
+    return commandLineError(errorf("--timeout must be at most {} seconds (a day), got {}",
+                                   kMaxTimeoutSeconds, o.timeoutSeconds));
   plan.iters = o.iters;
   plan.warmup = o.warmup;
   plan.pointSeconds = o.pointSeconds;
@@ -162,6 +211,8 @@ int profileCommCommand(const ProfileCommOptions &o, std::ostream &out, std::ostr
   if (o.nproc > 0) {
     // Check the output before starting anyone: a bad path fails in a moment.
     if (Status st = checkWritable(plan->out); !st)
+      return fail(st, err);
+    if (Status st = checkHostMemory(*plan, o.sizes, o.nproc); !st)
       return fail(st, err);
     auto start = std::chrono::steady_clock::now();
     rt::LaunchOptions launch;
@@ -187,6 +238,8 @@ int profileCommCommand(const ProfileCommOptions &o, std::ostream &out, std::ostr
                            "{}); pass --nproc 2 or run under torchrun",
                            env->worldSize, env->source)),
                 err);
+  if (Status st = checkHostMemory(*plan, o.sizes, env->localWorldSize); !st)
+    return fail(st, err);
   Status st = runCommWorker(*plan, *env, out);
   return st ? 0 : fail(st, err);
 }

@@ -18,6 +18,12 @@ namespace nnsc::profile {
 
 namespace {
 
+// More intra-op threads than any machine has cores hangs the thread pool's
+// start (nnsc-run refuses the same); a budget past an hour per matmul size
+// is a typo, not a measurement.
+constexpr int kMaxThreads = 1024;
+constexpr double kMaxSeconds = 3600;
+
 int fail(const Status &st, std::ostream &err) {
   err << st.message() << std::endl;
   return static_cast<int>(st.kind());
@@ -57,8 +63,15 @@ Expected<DevicePlan> checkDeviceOptions(const ProfileDeviceOptions &o) {
   if (o.threads < 0)
     return commandLineError(
         errorf("--threads must be at least 0 (0: automatic), got {}", o.threads));
+  if (o.threads > kMaxThreads)
+    return commandLineError(errorf("--threads {} is above the limit of {} (nnsc-run's 'threads')",
+                                   o.threads, kMaxThreads));
   if (!(o.seconds > 0))
     return commandLineError(errorf("--seconds must be positive, got {}", o.seconds));
+  if (o.seconds > kMaxSeconds)
+    return commandLineError(errorf("--seconds {} is above the limit of {} (the time budget of "
+                                   "each measured size)",
+                                   o.seconds, kMaxSeconds));
   auto dtypes = parseDtypes(o.dtypes, o.device);
   if (!dtypes)
     return commandLineError(dtypes.status());

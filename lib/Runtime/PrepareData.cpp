@@ -85,8 +85,13 @@ Expected<PreparedData> prepareCharData(const std::string &inputPath, const std::
                   "was written",
                   inputPath, line, column, bad, static_cast<unsigned char>((*text)[bad]));
   }
-  if (chars.size() < 2)
+  if (chars.empty())
     return errorf("{}: error: input is empty; need some text to tokenize", inputPath);
+  // 90 % of one character rounds down to no training token at all.
+  if (chars.size() < 2)
+    return errorf("{}: error: 1 character is too few: the training split (90 %) would be empty; "
+                  "need at least 2",
+                  inputPath);
   std::map<uint32_t, uint16_t> stoi;
   for (uint32_t c : chars)
     stoi[c] = 0;

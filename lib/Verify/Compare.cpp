@@ -28,8 +28,10 @@ Expected<std::map<int64_t, double>> readLosses(const Job &job) {
   for (std::string line; std::getline(in, line);) {
     try {
       auto j = nlohmann::json::parse(line);
+      // nnsc-run writes a loss that is not finite as null (JSON has no NaN).
       if (j.contains("loss"))
-        losses[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
+        losses[j.at("step").get<int64_t>()] =
+            j.at("loss").is_null() ? std::nan("") : j.at("loss").get<double>();
     } catch (const std::exception &e) {
       return errorf("{}: error: bad metrics line '{}': {}", path, line, e.what());
     }
@@ -110,7 +112,12 @@ TensorRow tensorRow(const ReferenceRun::Entry &e, const std::map<std::string, at
   return r;
 }
 
-std::string num(double v) { return std::isinf(v) ? "inf" : fmt::format("{:.2e}", v); }
+std::string num(double v) {
+  return std::isnan(v) ? "nan" : std::isinf(v) ? "inf" : fmt::format("{:.2e}", v);
+}
+
+// A loss in 8 decimals; NaN without its sign bit ("-nan" says nothing more).
+std::string lossText(double v) { return std::isnan(v) ? "nan" : fmt::format("{:.8f}", v); }
 
 void printHeader(const VerifyOptions &o, const Job &job, std::ostream &out) {
   const auto &opt = job.optimizer;
@@ -128,8 +135,8 @@ void printLosses(const std::vector<LossRow> &rows, std::ostream &out) {
   out << fmt::format("{:>4}  {:>14}  {:>14}  {:>9}  {:>9}\n", "step", "nnsc loss", "reference loss",
                      "|diff|", "rel diff");
   for (const auto &r : rows)
-    out << fmt::format("{:>4}  {:>14}  {:>14.8f}  {:>9}  {:>9}  {}\n", r.step,
-                       r.nnsc ? fmt::format("{:.8f}", *r.nnsc) : std::string("(none)"), r.ref,
+    out << fmt::format("{:>4}  {:>14}  {:>14}  {:>9}  {:>9}  {}\n", r.step,
+                       r.nnsc ? lossText(*r.nnsc) : std::string("(none)"), lossText(r.ref),
                        num(r.diff), num(r.rel), r.ok ? "ok" : "FAIL");
 }
 
@@ -145,6 +152,21 @@ void printTensors(const std::vector<TensorRow> &rows, std::ostream &out) {
                               : fmt::format("{:>9}  FAIL ({})", num(r.rel), r.note);
     out << fmt::format("{:<{}}  {:<6}  {}\n", r.name, width, r.kind, verdict);
   }
+}
+
+std::string lossFailure(const LossRow &r, double rtol) {
+  if (!r.nnsc)
+    return fmt::format("first divergence at step {}: nnsc-run logged no loss", r.step);
+  bool nnscFinite = std::isfinite(*r.nnsc), refFinite = std::isfinite(r.ref);
+  if (!nnscFinite || !refFinite)
+    return fmt::format("first divergence at step {}: loss {}, reference {}: not finite ({})",
+                       r.step, lossText(*r.nnsc), lossText(r.ref),
+                       !nnscFinite && !refFinite ? "both sides diverged; a smaller --lr?"
+                       : !nnscFinite             ? "nnsc-run diverged"
+                                                 : "the reference diverged");
+  return fmt::format("first divergence at step {}: loss {:.8f}, reference {:.8f} (rel diff {} > "
+                     "rtol {:g})",
+                     r.step, *r.nnsc, r.ref, num(r.rel), rtol);
 }
 
 std::string verdict(const VerifyOptions &o, const Job &job, const std::vector<LossRow> &losses,
@@ -167,12 +189,7 @@ std::string verdict(const VerifyOptions &o, const Job &job, const std::vector<Lo
                     badTensor->note.empty() ? "" : ": " + badTensor->note);
   if (badLoss == losses.end())
     return "nnsc-verify: FAIL: " + tensorText;
-  std::string lossText =
-      badLoss->nnsc
-          ? fmt::format("first divergence at step {}: loss {:.8f}, reference {:.8f} (rel diff {} "
-                        "> rtol {:g})",
-                        badLoss->step, *badLoss->nnsc, badLoss->ref, num(badLoss->rel), o.rtol)
-          : fmt::format("first divergence at step {}: nnsc-run logged no loss", badLoss->step);
+  std::string lossText = lossFailure(*badLoss, o.rtol);
   return "nnsc-verify: FAIL: " + lossText + (tensorText.empty() ? "" : "; first " + tensorText);
 }
 
@@ -183,20 +200,29 @@ Expected<bool> compareAndReport(const VerifyOptions &o, const Job &job, const Re
   auto nnscLosses = readLosses(job);
   if (!nnscLosses)
     return nnscLosses.status();
+  auto losses = lossRows(*nnscLosses, ref, o.rtol);
   rt::MergeOptions m;
   m.input = job.runDir;
   for (const auto &e : ref.stateDict)
     if (skipped(e, job))
       m.exclude.insert(e.name);
   auto merged = rt::mergeCheckpoint(m);
-  if (!merged)
+  auto badLoss = std::find_if(losses.begin(), losses.end(), [](auto &r) { return !r.ok; });
+  if (!merged && badLoss == losses.end())
     return merged.status().withContext("merging nnsc-run's final checkpoint");
-  auto losses = lossRows(*nnscLosses, ref, o.rtol);
+  printHeader(o, job, out);
+  printLosses(losses, out);
+  if (!merged) {
+    // The losses already fail (a diverged run's NaN replicas do not even
+    // merge): report them, with why the tensors were not compared.
+    out << fmt::format("nnsc-verify: FAIL: {}; tensors not compared (nnsc-run's final checkpoint "
+                       "does not merge: {})\n",
+                       lossFailure(*badLoss, o.rtol), merged.status().message());
+    return false;
+  }
   std::vector<TensorRow> tensors;
   for (const auto &e : ref.stateDict)
     tensors.push_back(tensorRow(e, merged->merged, job));
-  printHeader(o, job, out);
-  printLosses(losses, out);
   printTensors(tensors, out);
   std::string line = verdict(o, job, losses, tensors);
   out << line << '\n';

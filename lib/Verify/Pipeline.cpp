@@ -61,7 +61,7 @@ Status planStage(const VerifyOptions &o, Job &job, const ir::Graph &graph) {
   plan::PlanOptions p;
   p.policy = o.policy;
   p.runtimeNgpus = o.ranks;
-  p.planNgpus = o.planNgpus;
+  p.planNgpus = o.planNgpus.value_or(0);
   p.planFile = o.planFile;
   p.graphPath = job.work + "/trace/graph.pb";
   NNSC_RETURN_IF_ERROR(plan::checkOptions(p));

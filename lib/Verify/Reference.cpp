@@ -6,6 +6,7 @@
 #include <torch/script.h>
 
 #include <filesystem>
+#include <unistd.h>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -183,7 +184,7 @@ Expected<ReferenceRun> train(const VerifyOptions &o, const Job &job) {
   auto data = readDataset(job);
   if (!data)
     return data.status();
-  Batches batches{job, data.take(), o.seed};
+  Batches batches{job, data.take(), uint64_t(o.seed)};
   ReferenceRun run;
   collectState(m, "", run.stateDict);
   std::vector<at::Tensor> initial;
@@ -211,10 +212,29 @@ Expected<ReferenceRun> train(const VerifyOptions &o, const Job &job) {
   return run;
 }
 
+// The dataset is drawn whole in memory (and written, and read back by every
+// worker): --samples rows of every input must fit this machine's memory,
+// checked before anything is drawn.
+Status checkDatasetMemory(const VerifyOptions &o, const Job &job) {
+  double rowBytes = 0;
+  for (const auto &e : job.inputs) {
+    std::vector<int64_t> row(e.shape.begin() + 1, e.shape.end());
+    rowBytes += double(ir::numel(row)) * double(ir::dtypeSize(e.dtype));
+  }
+  double need = rowBytes * double(o.samples);
+  double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (have > 0 && need > have)
+    return errorf("error: --samples {} needs {:.1f} GiB for the generated dataset ({:g} bytes a "
+                  "row), more than the {:.1f} GiB of memory this machine has",
+                  o.samples, need / double(1 << 30), rowBytes, have / double(1 << 30));
+  return Status::ok();
+}
+
 } // namespace
 
 Status writeDataset(const VerifyOptions &o, const Job &job) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  NNSC_RETURN_IF_ERROR(checkDatasetMemory(o, job));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(uint64_t(o.seed));
   std::vector<at::Tensor> tensors;
   std::vector<SafetensorsEntry> entries;
   for (const auto &e : job.inputs) {

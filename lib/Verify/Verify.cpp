@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -18,33 +19,64 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A tolerance or a rate from the command line: NaN and infinity (1e400
+// reads as inf) make a check that cannot fail or a run that cannot train.
+Status checkReal(const char *flag, double v, bool zeroAllowed, const char *expected) {
+  bool inRange = zeroAllowed ? v >= 0 : v > 0; // false for NaN
+  if (!(inRange && std::isfinite(v)))
+    return errorf("error: {} {:g}: expected {}", flag, v, expected);
+  return Status::ok();
+}
+
+// nnsc-verify's own numbers, checked before any file is read and before
+// anything is handed to nnsc-plan's checks or to nnsc-run: the message names
+// nnsc-verify's flag, not a generated file's key.
+Status checkNumbers(const VerifyOptions &o) {
+  if (o.ranks < 1)
+    return errorf("error: --ranks {}: expected at least 1", o.ranks);
+  if (o.ranks > kMaxRanks)
+    return errorf("error: --ranks {} is above the limit of {} (each rank is a local CPU process)",
+                  o.ranks, kMaxRanks);
+  if (o.planNgpus && *o.planNgpus < 1)
+    return errorf("error: --tp {}: expected at least 1", *o.planNgpus);
+  if (o.planNgpus && o.ranks % *o.planNgpus != 0)
+    return errorf("error: --ranks {} is not a multiple of --tp {} (the devices one model copy "
+                  "spans)",
+                  o.ranks, *o.planNgpus);
+  if (o.steps < 1 || o.accumulation < 1)
+    return errorf("error: --steps {} --accum {}: both must be at least 1", o.steps, o.accumulation);
+  NNSC_RETURN_IF_ERROR(checkReal("--rtol", o.rtol, false, "a finite positive number"));
+  if (o.weightsRtol)
+    NNSC_RETURN_IF_ERROR(
+        checkReal("--weights-rtol", *o.weightsRtol, false, "a finite positive number"));
+  if (o.lr)
+    NNSC_RETURN_IF_ERROR(checkReal("--lr", *o.lr, false, "a finite positive number"));
+  NNSC_RETURN_IF_ERROR(checkReal("--grad-clip", o.gradClip, true, "a finite number >= 0 (0: off)"));
+  if (o.samples < 1)
+    return errorf("error: --samples {}: expected at least 1", o.samples);
+  if (o.samples > kMaxSamples)
+    return errorf("error: --samples {} is above the limit of {} rows", o.samples, kMaxSamples);
+  if (o.seed < 0)
+    return errorf("error: --seed {}: expected 0 to 2^63-1", o.seed);
+  return Status::ok();
+}
+
 Status checkOptions(const VerifyOptions &o) {
+  NNSC_RETURN_IF_ERROR(checkNumbers(o));
   if (!fs::exists(o.modelPath))
     return errorf("{}: error: no such model archive", o.modelPath);
   if (!fs::exists(o.inputsPath))
     return errorf("{}: error: no such input spec", o.inputsPath);
   if (!o.planFile.empty() && !fs::exists(o.planFile))
     return errorf("{}: error: no such plan file", o.planFile);
-  if (o.ranks < 1)
-    return errorf("error: --ranks {}: expected at least 1", o.ranks);
-  if (o.planNgpus < 0 || (o.planNgpus > 0 && o.ranks % o.planNgpus != 0))
-    return errorf("error: --ranks {} is not a multiple of --tp {} (the devices one model copy "
-                  "spans)",
-                  o.ranks, o.planNgpus);
   plan::PlanOptions p;
   p.policy = o.policy;
   p.runtimeNgpus = o.ranks;
-  p.planNgpus = o.planNgpus;
+  p.planNgpus = o.planNgpus.value_or(0);
   p.planFile = o.planFile;
   NNSC_RETURN_IF_ERROR(plan::checkOptions(p));
-  if (o.steps < 1 || o.accumulation < 1)
-    return errorf("error: --steps {} --accum {}: both must be at least 1", o.steps, o.accumulation);
   if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
     return errorf("error: unknown optimizer '{}'; expected one of: sgd, adam, adamw", o.optimizer);
-  if (!(o.rtol > 0))
-    return errorf("error: --rtol {:g}: expected a positive number", o.rtol);
-  if (o.samples < 1)
-    return errorf("error: --samples {}: expected at least 1", o.samples);
   return Status::ok();
 }
 
@@ -52,7 +84,7 @@ rt::OptimizerConfig optimizerConfig(const VerifyOptions &o) {
   rt::OptimizerConfig c;
   bool sgd = o.optimizer == "sgd";
   c.name = o.optimizer;
-  c.lr = o.lr > 0 ? o.lr : sgd ? 0.05 : 3e-3;
+  c.lr = o.lr ? *o.lr : sgd ? 0.05 : 3e-3;
   c.momentum = sgd ? o.momentum : 0.0;
   c.weightDecay = o.weightDecay >= 0 ? o.weightDecay : sgd ? 0.0 : 0.1;
   c.beta1 = 0.9, c.beta2 = 0.95;
@@ -64,8 +96,8 @@ rt::OptimizerConfig optimizerConfig(const VerifyOptions &o) {
 // steps where a gradient nearly cancels (test/parity/parity.py): its weights
 // get 10 x the loss tolerance unless told otherwise.
 double weightsTolerance(const VerifyOptions &o) {
-  if (o.weightsRtol > 0)
-    return o.weightsRtol;
+  if (o.weightsRtol)
+    return *o.weightsRtol;
   return o.optimizer == "sgd" ? o.rtol : 10 * o.rtol;
 }
 
