@@ -97,6 +97,7 @@ public:
         beginShutdown();
       }
       reap();
+      sendTermWhenDue();
       if (stopping_ && Clock::now() > killAt_)
         killAll(SIGKILL);
       if (!anyRunning() && Clock::now() > drainUntil())
@@ -226,28 +227,50 @@ private:
       lastExit_ = Clock::now();
       if (failed(w.status) && !stopping_)
         failedNow.push_back(&w);
+      else if (stopping_ && exitCode_ == 2 && WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) {
+        // It refused its input after a peer had already failed for that
+        // reason (the peer's collective lost it first): the input is what
+        // was wrong, and the job's exit code says so.
+        fmt::print(stderr, "{}: error: rank {} died ({})\n", opts_.name, w.rank,
+                   describeStatus(w.status));
+        exitCode_ = 1;
+      }
     }
     auto badInput = [](const Worker *w) {
       return WIFEXITED(w->status) && WEXITSTATUS(w->status) == 1;
     };
+    // A rank that refused its input first: its peers' failed collectives
+    // (exit 2) follow from it, and the job's exit code is its.
     std::stable_sort(failedNow.begin(), failedNow.end(),
-                     [&](const Worker *a, const Worker *b) { return !badInput(a) && badInput(b); });
+                     [&](const Worker *a, const Worker *b) { return badInput(a) && !badInput(b); });
     for (const Worker *w : failedNow)
       fmt::print(stderr, "{}: error: rank {} died ({})\n", opts_.name, w->rank,
                  describeStatus(w->status));
     std::fflush(stderr);
     if (!failedNow.empty()) {
       exitCode_ = badInput(failedNow.front()) ? 1 : 2;
-      beginShutdown();
+      // A failed collective often means a peer is on its way out for a
+      // reason of its own (a bad input, exit 1): give it a moment to exit by
+      // itself before the others are stopped, so that reason is the job's.
+      beginShutdown(std::chrono::milliseconds(exitCode_ == 2 ? kSettleMs : 0));
     }
   }
 
-  void beginShutdown() {
+  // SIGTERM to the others after `delay`, SIGKILL a grace period later.
+  void beginShutdown(std::chrono::milliseconds delay = std::chrono::milliseconds(0)) {
     if (stopping_)
       return;
     stopping_ = true;
-    killAll(SIGTERM);
-    killAt_ = Clock::now() + std::chrono::milliseconds(int64_t(opts_.graceSeconds * 1000));
+    termAt_ = Clock::now() + delay;
+    killAt_ = termAt_ + std::chrono::milliseconds(int64_t(opts_.graceSeconds * 1000));
+    sendTermWhenDue();
+  }
+
+  void sendTermWhenDue() {
+    if (stopping_ && !termSent_ && Clock::now() >= termAt_) {
+      killAll(SIGTERM);
+      termSent_ = true;
+    }
   }
 
   void killAll(int sig) {
@@ -287,6 +310,9 @@ private:
   std::vector<Worker> workers_;
   bool stopping_ = false;
   int exitCode_ = 0;
+  static constexpr int kSettleMs = 1000;
+  Clock::time_point termAt_;
+  bool termSent_ = false;
   Clock::time_point killAt_{}, lastExit_{};
 };
 

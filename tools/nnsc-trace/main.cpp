@@ -2,6 +2,7 @@
 //   nnsc-trace MODEL.pt --inputs SPEC.yaml -o OUTDIR [--device meta|cpu] [--print]
 //              [--verify | --no-verify]
 //   nnsc-trace --print OUTDIR/graph.pb
+#include <filesystem>
 #include <iostream>
 
 #include "nnsc/Support/ToolMain.h"
@@ -39,7 +40,12 @@ int toolMain(int argc, char **argv) {
   nnsc::Status st = nnsc::Status::ok();
   bool isGraph =
       opts.modelPath.size() > 3 && opts.modelPath.compare(opts.modelPath.size() - 3, 3, ".pb") == 0;
-  if (isGraph && opts.inputsPath.empty())
+  std::error_code ec;
+  if (opts.inputsPath.empty() && std::filesystem::is_directory(opts.modelPath, ec))
+    st = nnsc::errorf("{}: error: is a directory, expected a graph.pb to print (or an archive to "
+                      "trace with --inputs)",
+                      opts.modelPath);
+  else if (isGraph && opts.inputsPath.empty())
     st = nnsc::trace::printGraphFile(opts.modelPath, std::cout);
   else if (opts.inputsPath.empty())
     st = nnsc::Status::error("error: --inputs SPEC.yaml is required to trace a model");
