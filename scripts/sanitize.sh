@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The sanitizer pass (.ci/run runs it after the test command): builds the whole
 # project with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/
-# and runs the unit suites and the golden suite under them (and the
-# hostile-input corpus where it is configured, -DNNSC_HOSTILE_CORPUS=ON). Any
+# and runs the unit suites and the golden suite under them (and, alone, the
+# hostile-input corpus). Any
 # report fails the test that caused it (UBSan halts at the first, ASan always
 # does). Leak detection is off: LibTorch's and Python's
 # process-lifetime allocations would drown ours.

@@ -12,7 +12,7 @@
 namespace {
 
 // 1 TiB: far past any gradient bucket, and its bytes fit int64.
-constexpr double kMaxBucketMb = 1024 * 1024;
+constexpr int64_t kMaxBucketMb = 1024 * 1024;
 
 int toolMain(int argc, char **argv) {
   CLI::App app{"nnsc-codegen: generate one TorchScript program per rank from a plan"};
@@ -38,9 +38,9 @@ int toolMain(int argc, char **argv) {
     st = nnsc::Status::error("error: expected GRAPH.pb PLAN.pb (or --print-manifest RANK.pb)");
   } else if (opts.outDir.empty() && !opts.print) {
     st = nnsc::Status::error("error: nothing to do: pass -o OUTDIR to write the ranks, or --print");
-  } else if (!(bucketMb > 0 && bucketMb <= kMaxBucketMb)) { // NaN fails too
+  } else if (!(bucketMb > 0 && bucketMb <= double(kMaxBucketMb))) { // NaN fails too
     st = nnsc::Status::error(fmt::format(
-        "error: impossible --bucket-mb {:g}; expected 0 < MiB <= {:g}", bucketMb, kMaxBucketMb));
+        "error: impossible --bucket-mb {:g}; expected 0 < MiB <= {}", bucketMb, kMaxBucketMb));
   } else {
     opts.bucketBytes = static_cast<int64_t>(std::llround(bucketMb * 1024 * 1024));
     st = nnsc::codegen::runCodeGen(opts, std::cout, std::cerr);

@@ -7,10 +7,13 @@ using namespace nnsc;
 
 namespace {
 
-std::string metaWith(const std::string &step, const std::string &shardField = "") {
-  return R"({"step": )" + step + R"(, "data_position": 0,
+std::string metaWith(const std::string &step, const std::string &shardField = "",
+                     const std::string &position = "", const std::string &ranks = "1") {
+  return R"({"step": )" + step + R"(, "data_position": )" + (position.empty() ? step : position) +
+         R"(,
     "lr_schedule": {"name": "constant", "base_lr": 0.1, "last_lr": 0.1},
-    "rng_state": "0a1b", "config_hash": "h", "rank": 0, "world_size": 1, "dp_size": 1,
+    "rng_state": "0a1b", "config_hash": "h", "rank": 0, "world_size": )" +
+         ranks + R"(, "dp_size": 1,
     "dp_rank": 0, "plan_ngpus": 1, "shards": [{"local_name": "p0", "original_name": "w",
     "aliases": [], "full_shape": [4], "shape": [4], "start": [0], "stop": [4],
     "value_index": 0, "value_chunks": 1, "dtype": "F32", "trainable": true, "replicas": 1)" +
@@ -50,4 +53,25 @@ TEST_CASE("checkpoint metadata refuses numbers that are not integers of the fiel
   REQUIRE_FALSE(dims);
   CHECK_THAT(dims.status().message(),
              Catch::Matchers::ContainsSubstring("'blocks' must be an integer"));
+}
+
+// Found by the hostile corpus: a data_position of 2^62 was resumed from (a
+// loop that never ended), a world_size of 1e9 had merge look for a billion
+// rank files.
+TEST_CASE("checkpoint metadata bounds the counts a resume or a merge loops over",
+          "[checkpoint]") {
+  auto far = rt::parseCheckpointMeta(metaWith("2", "", "4611686018427387904"), "ck/rank0.json");
+  REQUIRE_FALSE(far);
+  CHECK_THAT(far.status().message(),
+             Catch::Matchers::ContainsSubstring(
+                 "ck/rank0.json: error: bad checkpoint metadata: data_position "
+                 "4611686018427387904 disagrees with step 2"));
+  for (const char *ranks : {"0", "-1", "1000000000"}) {
+    auto meta = rt::parseCheckpointMeta(metaWith("2", "", "", ranks), "ck/rank0.json");
+    REQUIRE_FALSE(meta);
+    CHECK_THAT(meta.status().message(),
+               Catch::Matchers::ContainsSubstring(std::string("world_size ") + ranks +
+                                                  "; expected 1 to 131072 ranks"));
+  }
+  CHECK(rt::parseCheckpointMeta(metaWith("2", "", "", "131072"), "ck/rank0.json"));
 }

@@ -85,14 +85,23 @@ TEST_CASE("launcher: a killed worker stops the others", "[runtime][launcher]") {
   CHECK(secs < 10);
 }
 
-TEST_CASE("launcher: a crash decides the exit code over a peer's exit 1 after it",
+TEST_CASE("launcher: a crash decides the exit code over a peer's failure after it",
           "[runtime][launcher]") {
-  // Rank 1 dies of SIGKILL; rank 0 exits 1 just after (as a worker whose peer
-  // vanished does), usually within the same pass of the launcher, which
-  // checks rank 0 first: the crash is still the cause, exit 2.
-  for (int i = 0; i < 10; ++i)
-    CHECK(runLocalWorkers(shell(2, "if [ $RANK = 1 ]; then kill -9 $$; fi; sleep 0.05; exit 1")) ==
+  // Rank 1 dies of SIGKILL; rank 0's collective then fails (exit 2, as a
+  // worker whose peer vanished exits): the job failed, exit 2.
+  for (int i = 0; i < 3; ++i)
+    CHECK(runLocalWorkers(shell(2, "if [ $RANK = 1 ]; then kill -9 $$; fi; sleep 0.05; exit 2")) ==
           2);
+}
+
+TEST_CASE("launcher: a rank's bad input decides the exit code over its peers' failed collectives",
+          "[runtime][launcher]") {
+  // Rank 1 refuses its input (exit 1) but is slow to exit; rank 0's
+  // collective has already failed (exit 2) and is reaped first. The launcher
+  // waits a moment before stopping the others, and the job's exit code is
+  // the input's, 1 (hostile corpus: run-resume-world-billion).
+  for (int i = 0; i < 3; ++i)
+    CHECK(runLocalWorkers(shell(2, "if [ $RANK = 1 ]; then sleep 0.3; exit 1; fi; exit 2")) == 1);
 }
 
 TEST_CASE("launcher: exit code 1 of a worker is passed on", "[runtime][launcher]") {

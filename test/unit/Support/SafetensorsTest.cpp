@@ -79,3 +79,62 @@ TEST_CASE("writeFileAtomic replaces the old content and leaves no temporary") {
   Status st = writeFileAtomic("/nonexistent-dir/x", "y");
   CHECK(st.message().find("/nonexistent-dir/x.tmp") != std::string::npos);
 }
+
+// Found by the hostile corpus: an entry whose data_offsets overlap another's
+// was read (it held part of its neighbour's bytes).
+TEST_CASE("safetensors refuses entries whose bytes overlap") {
+  auto file = [](const std::string &offsetsOfB) {
+    std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                         R"("b":{"dtype":"F32","shape":[2],"data_offsets":)" +
+                         offsetsOfB + "}}";
+    std::string bytes(8, '\0');
+    uint64_t n = header.size();
+    std::memcpy(bytes.data(), &n, 8);
+    return bytes + header + std::string(16, '\1');
+  };
+  REQUIRE(SafetensorsFile::fromBytes(file("[8,16]"), "ok.safetensors"));
+  auto bad = SafetensorsFile::fromBytes(file("[4,12]"), "w.safetensors");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.status().message() ==
+        "w.safetensors: error: entry 'b' data_offsets [4, 12] overlap entry 'a' [0, 8]");
+}
+
+TEST_CASE("an output transaction replaces all its files or none") {
+  namespace fs = std::filesystem;
+  fs::path dir = tempPath("transaction");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string a = (dir / "a").string(), b = (dir / "b").string(), stale = (dir / "old").string();
+  REQUIRE(writeFileAtomic(a, "old a").isOk());
+  REQUIRE(writeFileAtomic(stale, "stale").isOk());
+  fs::create_directory(b); // blocks the second output
+  {
+    OutputTransaction outputs;
+    REQUIRE(writeFileAtomic(a, "new a").isOk());
+    CHECK(readFile(a).take() == "old a"); // staged, not yet in place
+    auto st = writeFileAtomic(b, "new b");
+    REQUIRE_FALSE(st);
+    CHECK(st.message() == b + ": error: cannot write the output: it is a directory");
+  } // destroyed uncommitted: the temporary of a is gone, a is as it was
+  CHECK(readFile(a).take() == "old a");
+  size_t files = 0;
+  for (const auto &entry : fs::directory_iterator(dir))
+    files += entry.is_regular_file();
+  CHECK(files == 2); // a and old: no temporary left
+  fs::remove(b);
+  {
+    OutputTransaction outputs;
+    REQUIRE(writeFileAtomic(a, "new a").isOk());
+    REQUIRE(writeFileAtomic(b, "new b").isOk());
+    auto twice = writeFileAtomic((dir / "." / "a").string(), "again");
+    REQUIRE_FALSE(twice);
+    CHECK_THAT(twice.message(), Catch::Matchers::ContainsSubstring(
+                                    "two outputs of this run name the same file"));
+    outputs.removeOnCommit(stale);
+    REQUIRE(outputs.commit().isOk());
+  }
+  CHECK(readFile(a).take() == "new a");
+  CHECK(readFile(b).take() == "new b");
+  CHECK_FALSE(fs::exists(stale));
+  fs::remove_all(dir);
+}
