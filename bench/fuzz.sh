@@ -5,7 +5,9 @@
 # Builds build-fuzz/ first (clang, -DNNSC_FUZZ=ON; libfuzzer-14-dev, which
 # scripts/setup.sh installs). New corpus entries and crash inputs go to
 # build-fuzz/fuzz-runs/<target>/; the seeds in fuzz/corpus/ are only read.
-# NNSC_FUZZ_JOBS sets the build's parallelism (default 2).
+# NNSC_FUZZ_JOBS sets the build's parallelism (default 2); NNSC_FUZZ_RUNS=N stops
+# each target after N inputs as well (SECONDS is then its longest run), e.g.
+#   NNSC_FUZZ_RUNS=1000000 bench/fuzz.sh 900     # a million inputs each
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -36,6 +38,7 @@ for t in "${targets[@]}"; do
     args=(-runs=0)
   else
     args=(-max_total_time="$secs")
+    [ -n "${NNSC_FUZZ_RUNS:-}" ] && args+=(-runs="$NNSC_FUZZ_RUNS")
   fi
   set +e
   "$bin" "${args[@]}" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \

@@ -71,11 +71,11 @@ OutputTransaction::~OutputTransaction() {
 OutputTransaction *OutputTransaction::current() { return currentTransaction; }
 
 Status OutputTransaction::stage(const std::string &tmp, const std::string &path) {
-  std::string key = samePathKey(path);
+  std::string key = samePathKey(path); // once: a program of many ranks stages thousands
   for (OutputTransaction *t = this; t; t = t->outer_)
-    for (const Staged &s : t->staged_)
-      if (samePathKey(s.path) == key)
-        return errorf("error: two outputs of this run name the same file {}", path);
+    if (t->keys_.count(key))
+      return errorf("error: two outputs of this run name the same file {}", path);
+  keys_.insert(key);
   staged_.push_back({tmp, path});
   return Status::ok();
 }
@@ -88,6 +88,7 @@ Status OutputTransaction::commit() {
       outer_->staged_.push_back(std::move(s));
     for (std::string &r : removals_)
       outer_->removals_.push_back(std::move(r));
+    outer_->keys_.insert(keys_.begin(), keys_.end());
     done_ = true;
     return Status::ok();
   }

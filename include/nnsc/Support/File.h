@@ -2,6 +2,7 @@
 /// Whole-file reads and crash-safe writes.
 
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,7 @@ private:
     std::string tmp, path;
   };
   std::vector<Staged> staged_;
+  std::set<std::string> keys_; ///< the staged paths, canonical
   std::vector<std::string> removals_;
   OutputTransaction *outer_;
   bool done_ = false;
