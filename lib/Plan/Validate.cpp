@@ -68,9 +68,12 @@ Status checkNode(const proto::Plan &plan, const ir::Graph &graph, const proto::N
   if (!stageIds.count(np.stage()))
     return errorf("node {} ({}) is in stage {}, which the plan does not declare", node.id, node.op,
                   np.stage());
-  if (np.recompute_group() < -1)
-    return errorf("node {} ({}) is in recompute group {}; expected -1 (none) or a group id",
-                  node.id, node.op, np.recompute_group());
+  // A group holds at least one node: ids past the node count are damage (the
+  // printer and the runtime loop over every id up to the largest).
+  if (np.recompute_group() < -1 || np.recompute_group() >= plan.nodes_size())
+    return errorf("node {} ({}) is in recompute group {}; expected -1 (none) or a group id "
+                  "below {}, the plan's node count",
+                  node.id, node.op, np.recompute_group(), plan.nodes_size());
   auto effect = nodeSplitEffect(graph, node, np);
   if (!effect)
     return effect.status().withContext(describeNode(node));
