@@ -51,6 +51,9 @@ Status ConstraintsReader::readRule(const YAML::Node &n) {
                       "and 'allow', 'replicate' or 'pin'");
   NNSC_RETURN_IF_ERROR(checkKeys(
       n, {"module", "op", "node", "class", "nth", "allow", "replicate", "pin"}, "a constraint"));
+  if (n.size() == 0) // no first key to point at (and nothing to constrain)
+    return errorAt(n, "an empty constraint; give selectors (module, op, node, class, nth) and "
+                      "'allow', 'replicate' or 'pin'");
   ConstraintRule rule;
   rule.select.pos = posOf(n.begin()->first);
   NNSC_RETURN_IF_ERROR(readSelectors(n, rule.select));

@@ -237,6 +237,9 @@ Status PlanFileReader::readRule(const YAML::Node &n) {
                       "'partition'");
   NNSC_RETURN_IF_ERROR(
       checkKeys(n, {"module", "op", "node", "class", "nth", "partition"}, "a rule"));
+  if (n.size() == 0) // no first key to point at (and nothing to select)
+    return errorAt(n, "an empty rule; give selectors (module, op, node, class, nth) and "
+                      "'partition'");
   PlanRule rule;
   rule.pos = posOf(n.begin()->first);
   NNSC_RETURN_IF_ERROR(readSelectors(n, rule));
