@@ -53,14 +53,13 @@ nlohmann::json metaToJson(const CheckpointMeta &m) {
 // file's world_size bounds how many files are looked for, its data_position
 // where training resumes (the trainer writes its step there).
 Status checkCounts(const CheckpointMeta &m, const std::string &file) {
-  constexpr int kMaxRanks = 1 << 17; // nnsc-plan's limit on --runtime-ngpus
   if (m.step < 0 || m.dataPosition != m.step)
     return errorf("{}: error: bad checkpoint metadata: data_position {} disagrees with step {} "
                   "(this nnsc writes the step)",
                   file, m.dataPosition, m.step);
-  if (m.worldSize < 1 || m.worldSize > kMaxRanks)
+  if (m.worldSize < 1 || m.worldSize > kMaxJobRanks)
     return errorf("{}: error: bad checkpoint metadata: world_size {}; expected 1 to {} ranks", file,
-                  m.worldSize, kMaxRanks);
+                  m.worldSize, kMaxJobRanks);
   if (m.rank < 0 || m.rank >= m.worldSize)
     return errorf("{}: error: bad checkpoint metadata: rank {} of world_size {}", file, m.rank,
                   m.worldSize);

@@ -17,10 +17,9 @@ namespace {
 // the world size (a merge looks for every rank's files), the rank, and each
 // input's size (the trainer allocates the batches), against this machine.
 Status checkManifestCounts(const proto::RankManifest &m, const std::string &path) {
-  constexpr int kMaxRanks = 1 << 17; // nnsc-plan's limit on --runtime-ngpus
-  if (m.world_size() < 1 || m.world_size() > kMaxRanks)
+  if (m.world_size() < 1 || m.world_size() > kMaxJobRanks)
     return errorf("{}: error: bad manifest: world_size {}; expected 1 to {} ranks", path,
-                  m.world_size(), kMaxRanks);
+                  m.world_size(), kMaxJobRanks);
   if (m.rank() < 0 || m.rank() >= m.world_size())
     return errorf("{}: error: bad manifest: rank {} of world_size {}", path, m.rank(),
                   m.world_size());

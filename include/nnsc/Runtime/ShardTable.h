@@ -18,6 +18,11 @@ class RankManifest;
 
 namespace nnsc::rt {
 
+/// The most ranks a manifest or a checkpoint may name: nnsc-plan's limit on
+/// --runtime-ngpus (plan::kMaxRuntimeNgpus), checked before anything loops
+/// over ranks.
+inline constexpr int kMaxJobRanks = 1 << 17;
+
 struct ShardInfo {
   std::string localName;    ///< argument name in the rank program ("p3")
   std::string originalName; ///< state_dict key in the original model
