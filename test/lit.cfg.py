@@ -13,6 +13,11 @@ config.environment["PATH"] = os.pathsep.join(
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 config.environment["OMP_NUM_THREADS"] = "1"
 
+# asan: the tools are built with AddressSanitizer (-DNNSC_SANITIZE=ON), whose
+# shadow memory rules out tests that cap the address space with `ulimit -v`.
+if getattr(config, "sanitized", False):
+    config.available_features.add("asan")
+
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%myops_lib", config.myops_lib))
 config.substitutions.append(("%examples", os.path.join(config.nnsc_src_root, "examples")))

@@ -507,6 +507,9 @@ def main():
     ap.add_argument("-j", type=int, default=1, help="cases run at once")
     ap.add_argument("-v", action="store_true", help="print every case's output")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--sanitized", action="store_true",
+                    help="the tools are built with AddressSanitizer: skip the cases that cap the "
+                         "address space (rlimit-as), which its shadow memory cannot run under")
     ap.add_argument("--prepare-only", action="store_true",
                     help="build WORK/good and exit (to reproduce a case by hand)")
     args = ap.parse_args()
@@ -525,6 +528,8 @@ def main():
             raise SystemExit(f"{c.source}: error: case name '{c.name}' also at {seen[c.name]}")
         seen[c.name] = c.source
     cases = [c for c in cases if args.filter in c.name or args.filter in c.group]
+    skipped = [c for c in cases if args.sanitized and c.rlimit_as]
+    cases = [c for c in cases if c not in skipped]
     if args.list:
         for c in cases:
             print(f"{c.group:22} {c.name}{'  (xfail)' if c.xfail else ''}")
@@ -541,7 +546,9 @@ def main():
     if args.prepare_only:
         print(f"hostile: good artifacts in {names['good']} ({t_prep:.1f} s)")
         return 0
-    print(f"hostile: good artifacts in {t_prep:.1f} s; {len(cases)} cases, -j {args.j}", flush=True)
+    print(f"hostile: good artifacts in {t_prep:.1f} s; {len(cases)} cases, -j {args.j}"
+          + (f" ({len(skipped)} with an address-space limit skipped under ASan)" if skipped else ""),
+          flush=True)
 
     counts = {"PASS": 0, "FAIL": 0, "XFAIL": 0, "XPASS": 0}
     groups = {}
