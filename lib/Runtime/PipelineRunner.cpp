@@ -55,7 +55,40 @@ Expected<std::unique_ptr<PipelineRunner>> PipelineRunner::create(TrainerState &s
     }
     runner->chunks_.push_back(std::move(chunk));
   }
+  runner->planReductions(s);
   return runner;
+}
+
+// Each chunk's last backward in the training schedule; a parameter is final
+// after the latest of those among the chunks that read it. One that no chunk
+// reads is left to armAll() after the schedule.
+void PipelineRunner::planReductions(TrainerState &s) {
+  std::map<int, int> lastBackward; // chunk -> step index
+  const auto &steps = s.manifest.pipeline().steps();
+  for (int i = 0; i < steps.size(); ++i)
+    if (steps[i].kind() == proto::PipeStep::BACKWARD)
+      lastBackward[steps[i].chunk()] = i;
+  std::map<const void *, int> finalStep; // shard's storage -> step index
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    auto last = lastBackward.find(int(c));
+    if (last == lastBackward.end())
+      continue;
+    for (const Binding &b : chunks_[c].args)
+      if (b.shard >= 0) {
+        const void *key = s.shards[size_t(b.shard)].unsafeGetTensorImpl();
+        auto [it, fresh] = finalStep.emplace(key, last->second);
+        if (!fresh)
+          it->second = std::max(it->second, last->second);
+      }
+  }
+  for (size_t r = 0; r < s.reducers.size(); ++r) {
+    const auto &params = s.reducers[r]->params();
+    for (size_t k = 0; k < params.size(); ++k) {
+      auto it = finalStep.find(params[k].unsafeGetTensorImpl());
+      if (it != finalStep.end())
+        armAt_[it->second].emplace_back(r, k);
+    }
+  }
 }
 
 Status PipelineRunner::receive(TrainerState &s, const proto::PipeTensor &t, bool gradient,
@@ -217,8 +250,13 @@ Status PipelineRunner::run(TrainerState &s,
                            int64_t step, bool training, LossSum &lossSum) {
   slots_.clear();
   local_.clear();
-  for (const proto::PipeStep &st : steps)
-    NNSC_RETURN_IF_ERROR(runStep(s, st, step, training, lossSum));
+  for (int i = 0; i < steps.size(); ++i) {
+    if (training)
+      if (auto arm = armAt_.find(i); arm != armAt_.end())
+        for (auto [r, k] : arm->second)
+          s.reducers[r]->arm(k);
+    NNSC_RETURN_IF_ERROR(runStep(s, steps[i], step, training, lossSum));
+  }
   for (auto &[work, tensor] : sends_)
     NNSC_RETURN_IF_ERROR(work->wait().withContext("pipeline: sending to the next stage"));
   sends_.clear();

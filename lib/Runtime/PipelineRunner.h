@@ -5,7 +5,10 @@
 // pass from the chunk's loss and sent tensors (with the gradients received
 // for them) down to its received tensors, whose gradients go back. Sends are
 // asynchronous and waited for at the end of the step; receives block, with
-// the communication timeout. Private to the runtime.
+// the communication timeout. A parameter's gradient reduction is armed before
+// the last backward that adds to it, so its bucket goes out while the rest of
+// the schedule runs (the caller finishes the reducers after it). Private to
+// the runtime.
 
 #include <cstdint>
 #include <map>
@@ -62,6 +65,7 @@ private:
   Status receive(TrainerState &s, const proto::PipeTensor &t, bool gradient, at::Tensor &out);
   Status send(TrainerState &s, const proto::PipeTensor &t, bool gradient, const at::Tensor &value);
   Slot &slot(int micro, int chunk) { return slots_[{micro, chunk}]; }
+  void planReductions(TrainerState &s);
 
   std::vector<Chunk> chunks_;
   std::map<std::pair<int, int>, Slot> slots_;
@@ -70,6 +74,9 @@ private:
   /// Tensors a rank sends to itself (stages on the same devices), by tag
   /// and direction, in order.
   std::map<std::pair<int, bool>, std::vector<at::Tensor>> local_;
+  /// Training step index -> (reducer, parameter) pairs armed just before it:
+  /// the backward after which no chunk of this rank adds to the gradient.
+  std::map<int, std::vector<std::pair<size_t, size_t>>> armAt_;
 };
 
 } // namespace nnsc::rt

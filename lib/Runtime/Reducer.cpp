@@ -16,7 +16,7 @@ Reducer::Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> par
                : average   ? group_->size()
                            : 1),
       timeout_(timeout), scatter_(scatter), bucketOf_(params_.size()),
-      seen_(params_.size(), false) {
+      seen_(params_.size(), false), armed_(params_.size(), false) {
   buildBuckets(bucketBytes > 0 ? bucketBytes : int64_t(25) << 20);
   if (scatter_)
     partitionBuckets();
@@ -94,7 +94,8 @@ void Reducer::setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dty
 
 void Reducer::prepare(bool reduce) {
   // A group of one has nothing to sum (but may still have a divisor).
-  armed_ = reduce && (group_->size() > 1 || divisor_ != 1);
+  active_ = reduce && (group_->size() > 1 || divisor_ != 1);
+  std::fill(armed_.begin(), armed_.end(), active_);
   nextLaunch_ = 0;
   std::fill(seen_.begin(), seen_.end(), false);
   for (auto &b : buckets_) {
@@ -103,8 +104,22 @@ void Reducer::prepare(bool reduce) {
   }
 }
 
+void Reducer::arm(size_t param) {
+  if (group_->size() == 1 && divisor_ == 1)
+    return;
+  active_ = true;
+  armed_[param] = true;
+}
+
+void Reducer::armAll() {
+  if (group_->size() == 1 && divisor_ == 1)
+    return;
+  active_ = true;
+  std::fill(armed_.begin(), armed_.end(), true);
+}
+
 void Reducer::markReady(size_t k) {
-  if (!armed_ || seen_[k])
+  if (!armed_[k] || seen_[k])
     return;
   seen_[k] = true;
   --buckets_[bucketOf_[k]].pending;
@@ -185,11 +200,12 @@ Status Reducer::gatherParams() {
 }
 
 Status Reducer::finish() {
-  if (!armed_)
+  if (!active_)
     return Status::ok();
   while (nextLaunch_ < buckets_.size())
     launch(buckets_[nextLaunch_++]);
-  armed_ = false;
+  active_ = false;
+  std::fill(armed_.begin(), armed_.end(), false);
   at::NoGradGuard noGrad;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];

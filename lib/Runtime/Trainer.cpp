@@ -77,9 +77,9 @@ Expected<double> gradientNorm(TrainerState &s) {
 
 // One optimizer step: every micro-batch forward and backward, the reducers,
 // clipping, the update. Returns the loss averaged over micro-batches and ranks.
-// A pipelined step: the schedule's passes, then every reducer over the
-// accumulated gradients (armed only now: a chunk's last backward is not the
-// rank's).
+// A pipelined step: the schedule's passes, each parameter's reduction armed
+// by the runner before the last backward that adds to its gradient (a
+// chunk's last backward is not the rank's); then whatever is left.
 Expected<LossSum> pipelineStep(TrainerState &s, int64_t step) {
   for (auto &r : s.reducers)
     r->prepare(false);
@@ -87,7 +87,7 @@ Expected<LossSum> pipelineStep(TrainerState &s, int64_t step) {
   if (!lossSum)
     return lossSum.status();
   for (auto &r : s.reducers)
-    r->prepare(true);
+    r->armAll();
   return lossSum;
 }
 

@@ -182,7 +182,13 @@ pipelinedStep(const ir::Graph &graph, const proto::Plan &plan, const Partitioned
     }
     b.scheduleSeconds = (*finish)[static_cast<size_t>(p)];
     b.bubbleSeconds = std::max(0.0, b.scheduleSeconds - busy);
-    b.gradReduceExposed = b.gradReduce; // the reducers run after the schedule
+    // The runtime arms each parameter's reduction before the last backward
+    // that adds to it: the buckets go out during the stage's last backward
+    // pass (earlier for a later chunk, which this leaves aside), so what
+    // that pass does not cover is exposed.
+    const plan::PipelinePass &lastPass = perStage[static_cast<size_t>(p)].back();
+    double lastBackward = seconds.backward[static_cast<size_t>(lastPass.chunk * stages + p)];
+    b.gradReduceExposed = std::max(0.0, b.gradReduce - lastBackward);
   }
   return out;
 }

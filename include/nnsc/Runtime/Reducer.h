@@ -59,6 +59,14 @@ public:
   /// before the last one) gradients only accumulate locally.
   void prepare(bool reduce);
 
+  /// Pipelines (after prepare(false)): arms one parameter before the backward
+  /// that finishes its gradient (the last backward of the last chunk that
+  /// reads it), so its bucket launches while later chunks still run backward.
+  void arm(size_t param);
+  /// Pipelines, after the schedule: arms every parameter not armed yet,
+  /// keeping what was launched; finish() then launches the rest.
+  void armAll();
+
   /// After the last backward: launches buckets whose grads never arrived
   /// (unused parameters count as zeros), waits for all with the timeout and
   /// writes the averaged grads back. The error names the group.
@@ -113,10 +121,11 @@ private:
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucketOf_;
   std::vector<bool> seen_;
+  std::vector<bool> armed_; ///< per param: its next gradient is its last of the step
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hookKeys_;
   size_t nextLaunch_ = 0;
-  bool armed_ = false;
+  bool active_ = false; ///< a reduction is under way: finish() completes it
 };
 
 } // namespace nnsc::rt

@@ -68,3 +68,70 @@ TEST_CASE("reducer averages gradients on 2 ranks, overlapping backward", "[runti
     CHECK(result.status == 0);
   }
 }
+
+// Pipelines arm parameters one by one, before the last backward that adds to
+// each (Reducer::arm). Two "chunks" whose backward passes interleave: chunk
+// 1's bucket goes out during chunk 1's last backward, while chunk 0 still has
+// one to run; a parameter no chunk reads goes out at finish(), after armAll().
+TEST_CASE("reducer worker: armed per parameter", "[.worker]") {
+  if (!test::isWorker())
+    return;
+  std::unique_ptr<CommWorld> world = test::joinWorld();
+  int n = world->size(), r = world->rank();
+  std::vector<int> all;
+  for (int k = 0; k < n; ++k)
+    all.push_back(k);
+  NNSC_REQUIRE_OK(world->addGroups({{1, all}}));
+  // Registration order; buckets (one per tensor of 16 bytes) follow the
+  // reverse: [chunk1], [chunk0], [unread].
+  std::vector<at::Tensor> ps = {at::zeros({4}), at::zeros({4}), at::zeros({4})};
+  for (auto &p : ps)
+    p.requires_grad_(true);
+  Reducer reducer(world->group(1), ps, {"unread", "chunk0", "chunk1"}, /*bucketBytes=*/16,
+                  /*average=*/true, test::workerTimeout());
+  REQUIRE(reducer.numBuckets() == 3);
+  auto pass = [&](size_t i, int micro) {
+    (ps[i] * weight(r, micro, ps[i].sizes())).sum().backward();
+  };
+  for (int step = 0; step < 2; ++step) { // the second step starts from fresh state
+    for (auto &p : ps)
+      p.mutable_grad() = at::Tensor();
+    reducer.prepare(false);
+    // Backward passes: chunk 1 m0, chunk 0 m0, chunk 1 m1, chunk 0 m1.
+    pass(2, 0);
+    pass(1, 0);
+    CHECK(reducer.launchedBuckets() == 0);
+    reducer.arm(2);
+    pass(2, 1);
+    CHECK(reducer.launchedBuckets() == 1); // chunk 1's, before chunk 0's last pass
+    reducer.arm(1);
+    pass(1, 1);
+    CHECK(reducer.launchedBuckets() == 2);
+    reducer.armAll();
+    NNSC_REQUIRE_OK(reducer.finish());
+    CHECK(reducer.launchedBuckets() == 3);
+    for (size_t i = 1; i < 3; ++i) {
+      at::Tensor want = at::zeros(ps[i].sizes());
+      for (int k = 0; k < n; ++k)
+        want = want + weight(k, 0, ps[i].sizes()) + weight(k, 1, ps[i].sizes());
+      CHECK(at::equal(ps[i].grad(), want / n));
+    }
+    REQUIRE(ps[0].grad().defined());
+    CHECK(at::equal(ps[0].grad(), at::zeros({4})));
+  }
+  NNSC_REQUIRE_OK(world->world().barrier()->wait());
+}
+
+TEST_CASE("reducer arms parameters one at a time under a pipeline schedule",
+          "[runtime][reducer]") {
+  int port = test::freePort();
+  std::vector<std::map<std::string, std::string>> env;
+  for (int r = 0; r < 2; ++r)
+    env.push_back(test::torchrunEnv(r, 2, port, /*agentStore=*/false));
+  auto results =
+      test::runWorkers("reducer worker: armed per parameter", env, std::chrono::seconds(120));
+  for (const auto &result : results) {
+    INFO(result.log);
+    CHECK(result.status == 0);
+  }
+}
