@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev python3-torch libgloo-dev libopenblas0-pthread
   libprotobuf-dev protobuf-compiler libyaml-cpp-dev libcli11-dev
-  libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
+  libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 libjemalloc-dev
   python3-yaml python3-numpy
 )
 # lit and FileCheck come with the release's own LLVM: 14 on Debian 12, 19 on

@@ -47,7 +47,11 @@ struct StageContext {
   int stages = 1, planNgpus = 1, dp = 1, zero = 0, micro = 1;
   /// Stage plans by (virtual stage, first node, end node, memory limit) for
   /// the configuration above: moving one boundary re-plans two stages only.
-  std::map<std::tuple<int, int64_t, int64_t, double>, StagePlan> memo;
+  std::map<std::tuple<int, int64_t, int64_t, double>, StagePlan> memo = {};
+  /// Per virtual stage: how many instances its last plan recomputed, where
+  /// the next search of it (a boundary moved one pivot, a lowered limit)
+  /// starts looking.
+  std::map<int, int> recomputeHint = {};
 };
 
 bool inside(const ir::Node &node, const std::string &path) {
@@ -82,9 +86,11 @@ int chunkInFlight(const std::vector<plan::PipelinePass> &passes, int chunk) {
   return std::max(1, peak);
 }
 
-// Solves virtual stage k under `limit` with `recomputed` instances.
+// Solves virtual stage k under `limit` with `recomputed` instances; `paths`
+// are the stage's instances of the repeated block (stageInstances).
 StagePlan solveStage(const StageContext &c, int k, double inFlight, double limit,
-                     const std::vector<std::string> &recomputed) {
+                     const std::vector<std::string> &recomputed,
+                     const std::vector<std::string> &paths) {
   StagePlan r;
   r.recomputed = recomputed;
   Setting s;
@@ -110,7 +116,7 @@ StagePlan solveStage(const StageContext &c, int k, double inFlight, double limit
     return r;
   }
   r.states = largestFrontier(r.built.problem);
-  RepeatedBlocks mine{c.blocks.cls, stageInstances(c, k)};
+  RepeatedBlocks mine{c.blocks.cls, paths};
   std::vector<int> rep;
   if (c.options.foldRepeats)
     rep = representatives(c.graph, r.built, mine);
@@ -131,30 +137,76 @@ StagePlan solveStage(const StageContext &c, int k, double inFlight, double limit
 }
 
 // Virtual stage k's plan: without recompute, else (--recompute auto) the
-// fewest of its instances recomputed that fit, by bisection.
-StagePlan planStage(const StageContext &c, int k, double inFlight, double limit) {
-  StagePlan none = solveStage(c, k, inFlight, limit, {});
-  if (none.fits || c.options.recompute != Options::Recompute::Auto)
-    return none;
-  std::vector<std::string> paths = stageInstances(c, k);
-  if (paths.empty())
-    return none;
-  StagePlan all = solveStage(c, k, inFlight, limit, paths);
-  if (!all.fits)
-    return all;
-  int lo = 1, hi = static_cast<int>(paths.size()) - 1;
-  StagePlan best = std::move(all);
-  while (lo <= hi) {
-    int mid = (lo + hi) / 2;
-    StagePlan p = solveStage(c, k, inFlight, limit, {paths.begin(), paths.begin() + mid});
-    if (p.fits) {
+// fewest of its instances recomputed that fit. Fitting only gets easier as
+// more are recomputed, so the fewest is found by bisection, started from the
+// count the stage's last plan needed (`hint`, when there was one): a moved
+// boundary or a lowered limit changes it by a layer or two, found in two or
+// three solves, not the eight of a bisection over 40 layers.
+StagePlan planStage(const StageContext &c, int k, double inFlight, double limit,
+                    std::optional<int> hint) {
+  const std::vector<std::string> paths = stageInstances(c, k);
+  auto solveWith = [&](const std::vector<std::string> &all, int count) {
+    return solveStage(c, k, inFlight, limit, {all.begin(), all.begin() + count}, paths);
+  };
+  if (c.options.recompute != Options::Recompute::Auto)
+    return solveStage(c, k, inFlight, limit, {}, paths);
+  const int P = static_cast<int>(paths.size());
+  if (!hint || P == 0 || *hint <= 0 || *hint > P) {
+    StagePlan none = solveStage(c, k, inFlight, limit, {}, paths);
+    if (none.fits || P == 0)
+      return none;
+    hint = P; // the bisection below then starts at every instance recomputed
+  }
+  // lo: the most known not to fit (or 0, untried: "none" may fit); hi: the
+  // fewest known to fit, with its plan.
+  int lo = -1, hi = -1;
+  std::optional<StagePlan> best;
+  StagePlan first = solveWith(paths, *hint);
+  if (first.fits) {
+    hi = *hint;
+    best = std::move(first);
+    for (int step = 1; hi > 0;) { // gallop down until a count does not fit
+      int at = std::max(0, hi - step);
+      StagePlan p = solveWith(paths, at);
+      if (!p.fits) {
+        lo = at;
+        break;
+      }
+      hi = at;
       best = std::move(p);
-      hi = mid - 1;
-    } else {
-      lo = mid + 1;
+      step *= 2;
+    }
+    if (hi == 0)
+      return std::move(*best);
+  } else {
+    if (*hint == P)
+      return first; // nothing fits
+    lo = *hint;
+    for (int step = 1;;) { // gallop up until a count fits
+      int at = std::min(P, lo + step);
+      StagePlan p = solveWith(paths, at);
+      if (p.fits) {
+        hi = at;
+        best = std::move(p);
+        break;
+      }
+      if (at == P)
+        return p;
+      lo = at;
+      step *= 2;
     }
   }
-  return best;
+  while (hi - lo > 1) {
+    int mid = lo + (hi - lo) / 2;
+    StagePlan p = solveWith(paths, mid);
+    if (p.fits) {
+      hi = mid;
+      best = std::move(p);
+    } else {
+      lo = mid;
+    }
+  }
+  return std::move(*best);
 }
 
 // One pipelined configuration: every virtual stage planned, joined, priced
@@ -193,8 +245,15 @@ Outcome pipelineTrial(StageContext &c, const plan::PipelineOptions &po,
                                  k + 1 < S * V ? cuts[static_cast<size_t>(k) + 1] : INT64_MAX,
                                  limits[static_cast<size_t>(k)]);
       auto known = c.memo.find(key);
-      if (known == c.memo.end())
-        known = c.memo.emplace(key, planStage(c, k, inFlight, limits[static_cast<size_t>(k)])).first;
+      if (known == c.memo.end()) {
+        auto hint = c.recomputeHint.find(k);
+        StagePlan planned =
+            planStage(c, k, inFlight, limits[static_cast<size_t>(k)],
+                      hint == c.recomputeHint.end() ? std::nullopt : std::optional(hint->second));
+        if (planned.fits)
+          c.recomputeHint[k] = static_cast<int>(planned.recomputed.size());
+        known = c.memo.emplace(key, std::move(planned)).first;
+      }
       stagePlans[static_cast<size_t>(k)] = known->second;
       stale[static_cast<size_t>(k)] = false;
       const StagePlan &sp = stagePlans[static_cast<size_t>(k)];

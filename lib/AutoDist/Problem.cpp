@@ -199,14 +199,23 @@ std::vector<int> ranksOf(int first, int stride, int count) {
 RelayoutCache::RelayoutCache(const cost::Cluster &cluster)
     : cost_(transform::tableRvdCost(cluster)) {}
 
+const std::vector<OpOption> &RelayoutCache::options(const ir::Graph &graph, const ir::Node &node,
+                                                    int n, bool replicateOnly) {
+  auto key = std::make_tuple(node.id, n, replicateOnly);
+  auto it = options_.find(key);
+  if (it == options_.end())
+    it = options_.emplace(key, enumerateOptions(graph, node, n, replicateOnly, nullptr)).first;
+  return it->second;
+}
+
 double RelayoutCache::price(const RvdLayout &from, const RvdLayout &to, int64_t elementBytes) {
-  std::string key = from.str() + "|" + to.str() + "|" + std::to_string(elementBytes);
-  for (int64_t s : from.shape())
-    key += "," + std::to_string(s);
-  for (int64_t b : from.blocks())
-    key += "b" + std::to_string(b);
-  for (int64_t b : to.blocks())
-    key += "c" + std::to_string(b);
+  // Each list behind its length, so no two pairs share a key.
+  std::vector<int64_t> key{elementBytes};
+  for (const std::vector<int64_t> *part :
+       {&from.counts(), &to.counts(), &from.shape(), &from.blocks(), &to.blocks()}) {
+    key.push_back(static_cast<int64_t>(part->size()));
+    key.insert(key.end(), part->begin(), part->end());
+  }
   auto it = prices_.find(key);
   if (it != prices_.end())
     return it->second;
@@ -335,8 +344,9 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
     const plan::NodeConstraint *nc =
         s.constraints && (*s.constraints)[k].constrained() ? &(*s.constraints)[k] : nullptr;
     // A constrained op is searched whatever the heuristics say.
-    b.options[k] =
-        enumerateOptions(graph, node, n, only || (!nc && !carriesGrad && !readsWeight), nc);
+    bool replicate = only || (!nc && !carriesGrad && !readsWeight);
+    b.options[k] = nc && nc->interleave > 1 ? enumerateOptions(graph, node, n, replicate, nc)
+                                            : cache.options(graph, node, n, replicate);
     int group = s.recomputeGroup.empty() ? -1 : s.recomputeGroup[k];
     for (const OpOption &o : b.options[k]) {
       int parts = o.ident.empty() ? 1 : n;

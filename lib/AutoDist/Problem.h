@@ -2,8 +2,10 @@
 // One configuration of autodist's search as a search::Problem (private to
 // nnsc_autodist): the options of every op, priced, and the re-layout costs
 // between producers and consumers.
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -56,11 +58,25 @@ public:
   /// Whole plans found by the partition pass, kept for the same tensors in
   /// the next layer and the next configuration.
   const std::shared_ptr<transform::RvdPlanCache> &plans() const { return plans_; }
+  /// The cuts of a node over `n` devices (enumerateOptions without a pinned
+  /// interleave), bound from its annotation once per search, not once per
+  /// configuration, stage and recompute trial.
+  const std::vector<OpOption> &options(const ir::Graph &graph, const ir::Node &node, int n,
+                                       bool replicateOnly);
 
 private:
+  std::map<std::tuple<int64_t, int, bool>, std::vector<OpOption>> options_;
   std::shared_ptr<transform::RvdPlanCache> plans_ = std::make_shared<transform::RvdPlanCache>();
   transform::RvdCostFn cost_;
-  std::unordered_map<std::string, double> prices_;
+  struct KeyHash {
+    size_t operator()(const std::vector<int64_t> &key) const {
+      uint64_t h = 1469598103934665603ull; // FNV-1a over the words
+      for (int64_t v : key)
+        h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+      return static_cast<size_t>(h);
+    }
+  };
+  std::unordered_map<std::vector<int64_t>, double, KeyHash> prices_;
   int64_t searches_ = 0;
 };
 

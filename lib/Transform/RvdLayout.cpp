@@ -24,20 +24,20 @@ std::string shapeStr(const std::vector<int64_t> &shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
+// The layout text only on the error paths: autodist checks millions of layouts.
 Status checkCounts(const std::vector<int64_t> &shape, const std::vector<int64_t> &counts) {
-  std::string layout = countsStr(counts);
   for (int64_t c : counts)
     if (c <= 0)
-      return errorf("rvd counts must be positive, got {}", layout);
+      return errorf("rvd counts must be positive, got {}", countsStr(counts));
   if (counts.size() != shape.size() + 2)
-    return errorf("layout {} gives {} dim counts for a tensor of rank {} {}", layout,
+    return errorf("layout {} gives {} dim counts for a tensor of rank {} {}", countsStr(counts),
                   counts.size() - 2, shape.size(), shapeStr(shape));
   for (size_t k = 0; k < shape.size(); ++k) {
     if (shape[k] < 0)
       return errorf("tensor shape {} has a negative dim", shapeStr(shape));
     if (shape[k] % counts[k + 2] != 0)
       return errorf("dim {} of size {} does not split into {} chunks (layout {} of tensor {})", k,
-                    shape[k], counts[k + 2], layout, shapeStr(shape));
+                    shape[k], counts[k + 2], countsStr(counts), shapeStr(shape));
   }
   return Status::ok();
 }
@@ -46,13 +46,13 @@ Status checkDevices(const std::vector<int64_t> &counts, const std::vector<int> &
   int64_t need = product(counts);
   if (need != static_cast<int64_t>(devices.size()))
     return errorf("layout {} needs {} devices, got {}", countsStr(counts), need, devices.size());
-  std::set<int> seen;
-  for (int dev : devices) {
-    if (dev < 0)
-      return errorf("device id {} is negative", dev);
-    if (!seen.insert(dev).second)
-      return errorf("device {} appears twice in [{}]", dev, fmt::join(devices, ","));
-  }
+  std::vector<int> sorted = devices;
+  std::sort(sorted.begin(), sorted.end());
+  if (!sorted.empty() && sorted.front() < 0)
+    return errorf("device id {} is negative", sorted.front());
+  auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice != sorted.end())
+    return errorf("device {} appears twice in [{}]", *twice, fmt::join(devices, ","));
   return Status::ok();
 }
 
