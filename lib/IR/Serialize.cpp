@@ -261,6 +261,13 @@ Expected<Graph> parseGraph(const std::string &bytes, const std::string &path) {
   // no graph lacks tensors.
   if (p.tensors().empty())
     return errorf("{}: error: not an nnsc graph (it has no tensors; a plan or a manifest?)", path);
+  // Protobuf has no end marker: a file cut at a field boundary parses. Every
+  // traced forward returns something, and its outputs are written after the
+  // tensors and nodes, so a graph without them was cut short.
+  if (p.outputs().empty())
+    return errorf("{}: error: not an nnsc graph: it has tensors but no outputs (a file cut "
+                  "short?)",
+                  path);
   auto g = fromProto(p);
   if (!g)
     return Status::error(path + ": error: " + g.status().message());

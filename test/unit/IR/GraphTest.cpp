@@ -5,6 +5,7 @@
 #include "nnsc/IR/Printer.h"
 #include "nnsc/IR/Serialize.h"
 #include "nnsc/Support/File.h"
+#include "nnsc/graph.pb.h"
 
 using namespace nnsc;
 using namespace nnsc::ir;
@@ -117,6 +118,36 @@ TEST_CASE("readGraph names the file when it is not a graph") {
   auto g = readGraph(path);
   REQUIRE_FALSE(g.isOk());
   CHECK(g.status().message().rfind(path + ": error: not an nnsc graph", 0) == 0);
+}
+
+// Protobuf has no end marker: a file cut right at a field boundary parses.
+// Every prefix of a serialized graph that ends before its outputs is refused,
+// with the file named, whether or not protobuf accepts it.
+TEST_CASE("a graph file cut short is refused at every length") {
+  proto::Graph p;
+  toProto(tinyGraph(), p);
+  std::string bytes;
+  REQUIRE(p.SerializeToString(&bytes));
+  proto::Graph head; // what the fields before the outputs serialize to
+  head.set_format_version(p.format_version());
+  head.set_name(p.name());
+  head.set_source(p.source());
+  *head.mutable_tensors() = p.tensors();
+  *head.mutable_nodes() = p.nodes();
+  const size_t beforeOutputs = head.ByteSizeLong();
+  REQUIRE(beforeOutputs < bytes.size());
+  int parsedByProtobuf = 0;
+  for (size_t n = 0; n <= beforeOutputs; ++n) {
+    std::string cut = bytes.substr(0, n);
+    proto::Graph probe;
+    parsedByProtobuf += probe.ParseFromString(cut) ? 1 : 0;
+    auto g = parseGraph(cut, "g.pb");
+    INFO("cut at " << n << " of " << bytes.size() << " bytes");
+    REQUIRE_FALSE(g.isOk());
+    CHECK(g.status().message().rfind("g.pb: error: not an nnsc graph", 0) == 0);
+  }
+  CHECK(parsedByProtobuf > 1); // field boundaries the old check let through
+  CHECK(parseGraph(bytes, "g.pb").isOk());
 }
 
 TEST_CASE("compact renumbers tensors densely") {
