@@ -15,17 +15,35 @@ at::Tensor weight(int rank, int micro, at::IntArrayRef shape) {
   return test::valueOf(rank, shape).to(at::kFloat) * 0.5 + float(micro);
 }
 
+// A worker's world with group 1 over every rank.
+std::unique_ptr<CommWorld> joinWithGroupOfAll() {
+  std::unique_ptr<CommWorld> world = test::joinWorld();
+  std::vector<int> all;
+  for (int k = 0; k < world->size(); ++k)
+    all.push_back(k);
+  NNSC_REQUIRE_OK(world->addGroups({{1, all}}));
+  return world;
+}
+
+// Runs the worker test case `worker` on 2 ranks; each must exit 0.
+void runOnTwoRanks(const std::string &worker) {
+  int port = test::freePort();
+  std::vector<std::map<std::string, std::string>> env;
+  for (int r = 0; r < 2; ++r)
+    env.push_back(test::torchrunEnv(r, 2, port, /*agentStore=*/false));
+  for (const auto &result : test::runWorkers(worker, env, std::chrono::seconds(120))) {
+    INFO(result.log);
+    CHECK(result.status == 0);
+  }
+}
+
 } // namespace
 
 TEST_CASE("reducer worker: buckets during backward", "[.worker]") {
   if (!test::isWorker())
     return;
-  std::unique_ptr<CommWorld> world = test::joinWorld();
+  std::unique_ptr<CommWorld> world = joinWithGroupOfAll();
   int n = world->size(), r = world->rank();
-  std::vector<int> all;
-  for (int k = 0; k < n; ++k)
-    all.push_back(k);
-  NNSC_REQUIRE_OK(world->addGroups({{1, all}}));
   // Registration order; the first one stays unused, so it lands in the last
   // bucket (buckets follow reverse registration order).
   std::vector<at::Tensor> ps = {at::zeros({2}), at::zeros({8}), at::zeros({4, 4}), at::zeros({3})};
@@ -57,16 +75,7 @@ TEST_CASE("reducer worker: buckets during backward", "[.worker]") {
 }
 
 TEST_CASE("reducer averages gradients on 2 ranks, overlapping backward", "[runtime][reducer]") {
-  int port = test::freePort();
-  std::vector<std::map<std::string, std::string>> env;
-  for (int r = 0; r < 2; ++r)
-    env.push_back(test::torchrunEnv(r, 2, port, /*agentStore=*/false));
-  auto results =
-      test::runWorkers("reducer worker: buckets during backward", env, std::chrono::seconds(120));
-  for (const auto &result : results) {
-    INFO(result.log);
-    CHECK(result.status == 0);
-  }
+  runOnTwoRanks("reducer worker: buckets during backward");
 }
 
 // Pipelines arm parameters one by one, before the last backward that adds to
@@ -76,12 +85,8 @@ TEST_CASE("reducer averages gradients on 2 ranks, overlapping backward", "[runti
 TEST_CASE("reducer worker: armed per parameter", "[.worker]") {
   if (!test::isWorker())
     return;
-  std::unique_ptr<CommWorld> world = test::joinWorld();
+  std::unique_ptr<CommWorld> world = joinWithGroupOfAll();
   int n = world->size(), r = world->rank();
-  std::vector<int> all;
-  for (int k = 0; k < n; ++k)
-    all.push_back(k);
-  NNSC_REQUIRE_OK(world->addGroups({{1, all}}));
   // Registration order; buckets (one per tensor of 16 bytes) follow the
   // reverse: [chunk1], [chunk0], [unread].
   std::vector<at::Tensor> ps = {at::zeros({4}), at::zeros({4}), at::zeros({4})};
@@ -124,14 +129,5 @@ TEST_CASE("reducer worker: armed per parameter", "[.worker]") {
 
 TEST_CASE("reducer arms parameters one at a time under a pipeline schedule",
           "[runtime][reducer]") {
-  int port = test::freePort();
-  std::vector<std::map<std::string, std::string>> env;
-  for (int r = 0; r < 2; ++r)
-    env.push_back(test::torchrunEnv(r, 2, port, /*agentStore=*/false));
-  auto results =
-      test::runWorkers("reducer worker: armed per parameter", env, std::chrono::seconds(120));
-  for (const auto &result : results) {
-    INFO(result.log);
-    CHECK(result.status == 0);
-  }
+  runOnTwoRanks("reducer worker: armed per parameter");
 }
