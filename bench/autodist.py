@@ -9,8 +9,12 @@
    baseline of the same invocation, with every layer searched on its own (--solve-each-layer).
    Prints each wall time, the search time autodist reports, and the 80-layer / 8-layer ratios.
 2. Quality, the same cost model both sides: autodist's predicted time per sample against every
-   Megatron configuration (examples/llama/megatron.yaml at tp 1, 2, 4, 8, dp = 8 / tp, ZeRO 0/1,
-   recompute none/all) that fits the same limit, for the 8-layer and 32-layer models.
+   Megatron configuration (the model's megatron.yaml at tp 1, 2, 4, 8, dp = 8 / tp, ZeRO 0/1,
+   recompute none/all) that fits the same limit, for the 8-layer and 32-layer Llama models and
+   for GPT-3 1.3B, 2.6B and 6.7B (Alpa's suite shapes: nanoGPT's gpt3-* configs, sequence 1024,
+   micro-batch 8 per copy).
+
+  --part time|quality|gpt3 runs one part only (gpt3: the GPT-3 rows of part 2).
 """
 import argparse
 import os
@@ -24,11 +28,14 @@ from benchlib import PY, ROOT, sh  # noqa: E402
 CLUSTER = f"{ROOT}/configs/clusters/h100-sxm.yaml"
 
 
-def export(b, d, layers):
+def export(b, d, layers, example="llama", config="8b"):
     if not os.path.exists(f"{d}/graph.pb"):
         os.makedirs(d, exist_ok=True)
-        sh([PY, f"{ROOT}/examples/llama/export.py", "--config", "8b", "--meta", "--attention",
-            "explicit", "--layers", str(layers), "--out", d])
+        cmd = [PY, f"{ROOT}/examples/{example}/export.py", "--config", config, "--meta",
+               "--attention", "explicit", "--out", d]
+        if layers:
+            cmd += ["--layers", str(layers)]
+        sh(cmd)
         sh([f"{b}/nnsc-trace", f"{d}/model.pt", "--inputs", f"{d}/inputs.yaml", "-o", d])
     return f"{d}/graph.pb"
 
@@ -53,13 +60,13 @@ def seconds(text):
     return float(v) * {"s": 1, "ms": 1e-3, "us": 1e-6}[unit]
 
 
-def megatron(b, graph, tp, zero, recompute):
+def megatron(b, graph, tp, zero, recompute, example="llama", block="TransformerBlock"):
     cmd = [f"{b}/nnsc-plan", graph, "--policy", "file", "--plan-file",
-           f"{ROOT}/examples/llama/megatron.yaml", "--plan-ngpus", str(tp), "--runtime-ngpus", "8",
-           "--cluster", CLUSTER, "--zero", str(zero), "-o", f"{os.path.dirname(graph)}/m.pb",
+           f"{ROOT}/examples/{example}/megatron.yaml", "--plan-ngpus", str(tp), "--runtime-ngpus",
+           "8", "--cluster", CLUSTER, "--zero", str(zero), "-o", f"{os.path.dirname(graph)}/m.pb",
            "--print"]
     if recompute:
-        cmd += ["--recompute-modules", "TransformerBlock"]
+        cmd += ["--recompute-modules", block]
     out = sh(cmd)
     step = seconds(re.search(r"predicted step time: ([0-9.]+ \w+)", out).group(1))
     totals = [float(x) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "B": 1}[u]
@@ -67,65 +74,90 @@ def megatron(b, graph, tp, zero, recompute):
     return step, max(totals)
 
 
+def quality(b, label, g, example, block, each=True):
+    """autodist against the Megatron grid on one graph; returns autodist / best."""
+    limit = 0.8 * 80e9  # 80 % of the H100 spec's memory_bytes (74.5 GiB): 59.6 GiB
+    wall, chosen, out, _ = autodist(b, g, [])
+    if not chosen.startswith("*"):
+        print(f"-- {label}: autodist failed: {chosen}")
+        return None
+    cols = chosen.split()
+    per = seconds(f"{cols[11]} {cols[12]}")
+    print(f"-- {label}: autodist ({wall:.1f} s) {chosen[1:].strip()}")
+    if each:
+        _, ech, _, _ = autodist(b, g, ["--solve-each-layer"])
+        ecols = ech.split()
+        per_each = seconds(f"{ecols[11]} {ecols[12]}")
+        print(f"   autodist --solve-each-layer: {per_each * 1e3:.2f} ms/sample; layers solved once "
+              f"/ each layer = {per / per_each:.3f}")
+    best = None
+    for tp in (1, 2, 4, 8):
+        for zero in (0, 1):
+            for rc in (False, True):
+                try:
+                    step, mem = megatron(b, g, tp, zero, rc, example, block)
+                except SystemExit as e:
+                    print(f"   megatron tp {tp} dp {8 // tp} zero {zero} recompute "
+                          f"{'all' if rc else 'none'}: failed: {str(e).splitlines()[0]}")
+                    continue
+                fits = mem <= limit
+                ps = step / (8 // tp)
+                if fits and (best is None or ps < best[0]):
+                    best = (ps, tp, zero, rc)
+                print(f"   megatron tp {tp} dp {8 // tp} zero {zero} recompute "
+                      f"{'all ' if rc else 'none'}: {ps * 1e3:9.2f} ms/sample, "
+                      f"{mem / 2**30:7.1f} GiB {'fits' if fits else 'over'}")
+    if not best:
+        print(f"   no hand configuration fits; autodist {per * 1e3:.2f} ms/sample")
+        return None
+    print(f"   best hand grid: {best[0] * 1e3:.2f} ms/sample (tp {best[1]}, zero {best[2]}, "
+          f"recompute {'all' if best[3] else 'none'}); autodist {per * 1e3:.2f} ms/sample; "
+          f"ratio autodist / best = {per / best[0]:.3f}")
+    return per / best[0]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=f"{ROOT}/build/bin")
     ap.add_argument("--work", default=f"{ROOT}/out/bench-autodist")
+    ap.add_argument("--part", choices=["all", "time", "quality", "gpt3"], default="all")
     args = ap.parse_args()
-    graphs = {n: export(args.bin, f"{args.work}/llama8b-{n}l", n) for n in (8, 32, 80)}
+    if args.part in ("all", "time", "quality"):
+        graphs = {n: export(args.bin, f"{args.work}/llama8b-{n}l", n) for n in (8, 32, 80)}
 
-    print("== search time (Llama-3-8B shapes, 8K tokens, 8 x H100; this 2-core VM): wall (search)")
-    print(f"{'layers':>6}  {'one config (tp 8, recompute all)':>34}  {'automatic':>18}  "
-          f"{'automatic, each layer':>22}")
-    times = {}
-    for n, g in graphs.items():
-        one, _, _, one_s = autodist(args.bin, g, ["--plan-ngpus", "8", "--recompute",
-                                                  "TransformerBlock"])
-        full, chosen, _, full_s = autodist(args.bin, g, [])
-        each, _, _, each_s = autodist(args.bin, g, ["--solve-each-layer"])
-        times[n] = (one, full, one_s)
-        what = ' '.join(chosen.split()[1:7]) if chosen.startswith('*') else chosen[:110]
-        print(f"{n:>6}  {one:>22.2f} s ({one_s:5.2f} s)  {full:>8.2f} s ({full_s:5.2f} s)  "
-              f"{each:>12.2f} s ({each_s:5.2f} s)   chosen: {what}")
-    print(f"80 / 8 layers: {times[80][0] / times[8][0]:.2f}x wall, "
-          f"{times[80][2] / times[8][2]:.2f}x search (one config); "
-          f"{times[80][1] / times[8][1]:.2f}x wall (automatic)")
+    if args.part in ("all", "time"):
+        print("== search time (Llama-3-8B shapes, 8K tokens, 8 x H100; this 2-core VM): wall "
+              "(search)")
+        print(f"{'layers':>6}  {'one config (tp 8, recompute all)':>34}  {'automatic':>18}  "
+              f"{'automatic, each layer':>22}")
+        times = {}
+        for n, g in graphs.items():
+            one, _, _, one_s = autodist(args.bin, g, ["--plan-ngpus", "8", "--recompute",
+                                                      "TransformerBlock"])
+            full, chosen, _, full_s = autodist(args.bin, g, [])
+            each, _, _, each_s = autodist(args.bin, g, ["--solve-each-layer"])
+            times[n] = (one, full, one_s)
+            what = ' '.join(chosen.split()[1:7]) if chosen.startswith('*') else chosen[:110]
+            print(f"{n:>6}  {one:>22.2f} s ({one_s:5.2f} s)  {full:>8.2f} s ({full_s:5.2f} s)  "
+                  f"{each:>12.2f} s ({each_s:5.2f} s)   chosen: {what}")
+        print(f"80 / 8 layers: {times[80][0] / times[8][0]:.2f}x wall, "
+              f"{times[80][2] / times[8][2]:.2f}x search (one config); "
+              f"{times[80][1] / times[8][1]:.2f}x wall (automatic)")
 
-    print("\n== quality: predicted seconds per sample (step / copies), same cost model")
-    limit = 0.8 * 80e9  # 80 % of the H100 spec's memory_bytes (74.5 GiB): 59.6 GiB
-    for n in (8, 32):
-        g = graphs[n]
-        _, chosen, out, _ = autodist(args.bin, g, [])
-        cols = chosen.split()
-        per = seconds(f"{cols[11]} {cols[12]}")
-        print(f"-- {n} layers: autodist {chosen[1:].strip()}")
-        _, each, _, _ = autodist(args.bin, g, ["--solve-each-layer"])
-        ecols = each.split()
-        per_each = seconds(f"{ecols[11]} {ecols[12]}")
-        print(f"   autodist --solve-each-layer: {per_each * 1e3:.2f} ms/sample; layers solved once "
-              f"/ each layer = {per / per_each:.3f}")
-        best = None
-        for tp in (1, 2, 4, 8):
-            for zero in (0, 1):
-                for rc in (False, True):
-                    try:
-                        step, mem = megatron(args.bin, g, tp, zero, rc)
-                    except SystemExit as e:
-                        print(f"   megatron tp {tp} dp {8 // tp} zero {zero} recompute {'all' if rc else 'none'}: failed: {str(e).splitlines()[0]}")
-                        continue
-                    fits = mem <= limit
-                    ps = step / (8 // tp)
-                    if fits and (best is None or ps < best[0]):
-                        best = (ps, tp, zero, rc)
-                    print(f"   megatron tp {tp} dp {8 // tp} zero {zero} recompute "
-                          f"{'all ' if rc else 'none'}: {ps * 1e3:9.2f} ms/sample, "
-                          f"{mem / 2**30:7.1f} GiB {'fits' if fits else 'over'}")
-        if best:
-            print(f"   best hand grid: {best[0] * 1e3:.2f} ms/sample (tp {best[1]}, zero {best[2]}, "
-                  f"recompute {'all' if best[3] else 'none'}); autodist {per * 1e3:.2f} ms/sample; "
-                  f"ratio autodist / best = {per / best[0]:.3f}")
-        else:
-            print(f"   no hand configuration fits; autodist {per * 1e3:.2f} ms/sample")
+    if args.part in ("all", "quality", "gpt3"):
+        print("\n== quality: predicted seconds per sample (step / copies), same cost model, "
+              "8 x H100")
+        ratios = {}
+        if args.part != "gpt3":
+            for n in (8, 32):
+                ratios[f"Llama-3-8B {n} layers"] = quality(
+                    args.bin, f"Llama-3-8B, {n} layers, 8K", graphs[n], "llama", "TransformerBlock")
+        for size in ("1.3b", "2.6b", "6.7b"):
+            g = export(args.bin, f"{args.work}/gpt3-{size}", None, "nanogpt", f"gpt3-{size}")
+            ratios[f"GPT-3 {size.upper()}"] = quality(args.bin, f"GPT-3 {size.upper()}", g,
+                                                      "nanogpt", "Block", each=False)
+        print("\nautodist / best hand grid: " + ", ".join(
+            f"{k} {v:.3f}" if v else f"{k} -" for k, v in ratios.items()))
 
 
 if __name__ == "__main__":

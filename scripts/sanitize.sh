@@ -21,7 +21,7 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # -O0 without debug info: the cheapest build; LibTorch, which does the heavy
 # work, is not rebuilt, so the tests run nearly as fast as in Release.
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0" \
-  -DNNSC_SANITIZE=ON >/dev/null
+  -DNNSC_SANITIZE=ON -DNNSC_UNITY_BUILD="${NNSC_UNITY_BUILD:-ON}" >/dev/null
 cmake --build "$dir"
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:detect_odr_violation=0:verify_asan_link_order=0:${ASAN_OPTIONS:-}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}

@@ -1,4 +1,4 @@
-"""Export the nanoGPT example: export.py --config tiny|default|gpt2 --out DIR [--meta] [--seed N] [--batch B]
+"""Export the nanoGPT example: export.py --config tiny|small|default|gpt2|gpt3-1.3b|gpt3-2.6b|gpt3-6.7b --out DIR [--meta] [--seed N] [--batch B]
            [--attention auto|sdpa|explicit] [--dropout P] [--layers N]"""
 import dataclasses
 import os

@@ -180,3 +180,16 @@ def input_specs(cfg: GPTConfig, batch=None):
         dict(name="targets", shape=[b, cfg.block_size], dtype="int64",
              range=[0, cfg.vocab_size]),
     ]
+
+
+# GPT-3 shapes of Alpa's benchmark suite (the GPT-3 paper's table 2.1): sequence 1024, vocabulary
+# 51200; planned on the meta device (bench/autodist.py), never trained here. Kept at the end so
+# that the line numbers above, which messages and tests quote, stay put.
+CONFIGS.update({
+    "gpt3-1.3b": GPTConfig(block_size=1024, vocab_size=51200, n_layer=24, n_head=32,
+                           n_embd=2048, dropout=0.0, bias=True, batch=8),
+    "gpt3-2.6b": GPTConfig(block_size=1024, vocab_size=51200, n_layer=32, n_head=32,
+                           n_embd=2560, dropout=0.0, bias=True, batch=8),
+    "gpt3-6.7b": GPTConfig(block_size=1024, vocab_size=51200, n_layer=32, n_head=32,
+                           n_embd=4096, dropout=0.0, bias=True, batch=8),
+})

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -90,10 +91,35 @@ Expected<search::Solution> solveFoldable(const search::Problem &p, const std::ve
   search::DpLimits limits;
   limits.maxParetoPoints = options.paretoPoints;
   folded = !rep.empty();
+  auto start = std::chrono::steady_clock::now();
   auto sol = folded ? search::solveRepeated(p, rep, limits) : search::solveDp(p, limits);
   if (!sol && folded && sol.status().message().find("fixings") != std::string::npos) {
     folded = false; // too many ways into the next layer: solve every layer
+    start = std::chrono::steady_clock::now();
     sol = search::solveDp(p, limits);
+  }
+  if (IlpCheck *check = options.ilpCheck.get()) {
+    if (folded) {
+      ++check->folded;
+      return sol;
+    }
+    auto mid = std::chrono::steady_clock::now();
+    auto ilp = search::solveIlp(p);
+    auto end = std::chrono::steady_clock::now();
+    check->dpSeconds += std::chrono::duration<double>(mid - start).count();
+    check->ilpSeconds += std::chrono::duration<double>(end - mid).count();
+    if (sol.isOk() != ilp.isOk()) {
+      check->failures.push_back(fmt::format(
+          "{} nodes: dynamic program {}, CBC {}", p.nodes.size(),
+          sol ? fmt::format("{:.6g} s", sol->time) : sol.status().message(),
+          ilp ? fmt::format("{:.6g} s", ilp->time) : ilp.status().message()));
+    } else if (sol) {
+      ++check->problems;
+      double rel = (sol->time - ilp->time) / std::max(std::abs(ilp->time), 1e-300);
+      check->worst = std::max(check->worst, rel);
+      if (std::abs(rel) <= 1e-9)
+        ++check->agree;
+    }
   }
   return sol;
 }
@@ -551,6 +577,7 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
       result.chosen = static_cast<int>(i);
   }
   result.totalSeconds = secondsSince(t0);
+  result.ilpCheck = options.ilpCheck;
   if (result.chosen < 0) {
     const Trial *least = nullptr;
     for (const Trial &t : result.trials)

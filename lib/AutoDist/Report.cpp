@@ -77,6 +77,19 @@ void printReport(const Result &result, const ir::Graph &graph, const cost::Clust
   if (c.folded)
     os << "  repeated layers solved once: every instance cut alike (--solve-each-layer searches "
           "each)\n";
+  if (const IlpCheck *check = result.ilpCheck.get()) {
+    os << fmt::format("ILP cross-check (CBC): {} problem(s) solved by both, the same optimum on {} "
+                      "(largest excess of the dynamic program {:.2g}); dynamic program {:.2f} s, "
+                      "CBC {:.2f} s",
+                      check->problems, check->agree, check->worst, check->dpSeconds,
+                      check->ilpSeconds);
+    if (check->folded)
+      os << fmt::format("; {} solved folded, not compared (--solve-each-layer compares them)",
+                        check->folded);
+    os << '\n';
+    for (const std::string &f : check->failures)
+      os << "  disagree: " << f << '\n';
+  }
   // How each op kind is split in the chosen plan.
   std::map<std::string, std::map<std::string, int>> byOp;
   for (const proto::NodePlan &np : result.plan.nodes()) {

@@ -113,17 +113,30 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
       return text.status();
     planFileText = text.take();
   }
-  OutputTransaction written; // plan.pb and the plan file replaced together, or neither
+  std::string reportText;
+  if (!outputs.report.empty()) {
+    if (!outputs.reportPage)
+      return Status::error("error: no report page maker given for " + outputs.report);
+    auto page = outputs.reportPage(*plan, *graph);
+    if (!page)
+      return page.status();
+    reportText = page.take();
+  }
+  OutputTransaction written; // plan.pb, the plan file and the report together, or none
   if (!outputs.plan.empty())
     NNSC_RETURN_IF_ERROR(writePlan(*plan, outputs.plan));
   if (!outputs.planFile.empty())
     NNSC_RETURN_IF_ERROR(writeFileAtomic(outputs.planFile, planFileText));
+  if (!outputs.report.empty())
+    NNSC_RETURN_IF_ERROR(writeFileAtomic(outputs.report, reportText));
   NNSC_RETURN_IF_ERROR(written.commit());
   if (!outputs.plan.empty())
     log << fmt::format("nnsc-plan: wrote {} (policy {}, plan_ngpus {}, runtime_ngpus {})\n",
                        outputs.plan, plan->policy(), plan->plan_ngpus(), plan->runtime_ngpus());
   if (!outputs.planFile.empty())
     log << fmt::format("nnsc-plan: wrote {} (the plan as a plan file)\n", outputs.planFile);
+  if (!outputs.report.empty())
+    log << fmt::format("nnsc-plan: wrote {} (the plan report)\n", outputs.report);
   if (print) {
     printPlan(*plan, *graph, out, printOptions);
     out << *extra;

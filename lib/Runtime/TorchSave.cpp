@@ -175,6 +175,12 @@ struct PValue {
   std::string s, s2;         ///< Str; Global module and name
   std::vector<PValue> items; ///< Tuple; Dict as key, value, key, value...
   at::Tensor tensor;         ///< Tensor (also a storage: 1-D)
+
+  static PValue of(Kind k) {
+    PValue v;
+    v.kind = k;
+    return v;
+  }
 };
 
 class Unpickler {
@@ -322,7 +328,7 @@ Status Unpickler::step(unsigned char op) {
     return Status::ok();
   }
   case '(':
-    push(PValue{PValue::Mark});
+    push(PValue::of(PValue::Mark));
     return Status::ok();
   case ')':
     pushTuple({});
@@ -350,7 +356,7 @@ Status Unpickler::step(unsigned char op) {
     pushInt(op == 0x88);
     return Status::ok();
   case '}':
-    push(PValue{PValue::Dict});
+    push(PValue::of(PValue::Dict));
     return Status::ok();
   case 'u':
     return setItems(popToMark());
@@ -457,7 +463,7 @@ Status Unpickler::reduce() {
   if (fn.kind != PValue::Global || args.kind != PValue::Tuple)
     return fail("REDUCE of something that is not a global");
   if (fn.s == "collections" && fn.s2 == "OrderedDict") {
-    push(PValue{PValue::Dict});
+    push(PValue::of(PValue::Dict));
     return Status::ok();
   }
   if (fn.s == "torch._utils" && fn.s2 == "_rebuild_tensor_v2" && args.items.size() >= 4 &&

@@ -258,9 +258,9 @@ Status GraphExecutor::runLoop(Node *node) {
   return Status::ok();
 }
 
-namespace {
-
 std::string firstLine(const std::string &s) { return s.substr(0, s.find('\n')); }
+
+namespace {
 
 // Runs `op` on `stack`; returns the error text of a LibTorch exception.
 std::optional<std::string> runSafely(torch::jit::Operation &op, torch::jit::Stack &stack) {

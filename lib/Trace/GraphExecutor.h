@@ -113,4 +113,7 @@ void describeNode(const torch::jit::Node *node, const ModuleIndex &index, ir::No
 ir::DType fromScalarType(c10::ScalarType t);
 c10::ScalarType toScalarType(ir::DType t);
 
+/// The first line of `s` (LibTorch's messages go on with a backtrace).
+std::string firstLine(const std::string &s);
+
 } // namespace nnsc::trace

@@ -22,8 +22,6 @@ bool looksLikeZip(const std::string &path) {
   return in.gcount() == 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0;
 }
 
-std::string firstLine(const std::string &s) { return s.substr(0, s.find('\n')); }
-
 } // namespace
 
 Expected<torch::jit::Module> loadModule(const std::string &path) {

@@ -2,6 +2,7 @@
 // <catch2/catch_all.hpp>) behind one header. Tests use the v3 spellings:
 // Catch::Approx, Catch::Matchers::ContainsSubstring, Catch::Matchers::StartsWith.
 #pragma once
+#define NNSC_CATCH_COMPAT_H 1 // CommTestUtil.h: Catch2's CHECK is already here
 
 #if __has_include(<catch2/catch_all.hpp>)
 #include <catch2/catch_all.hpp>

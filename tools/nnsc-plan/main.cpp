@@ -14,10 +14,12 @@
 #include <tuple>
 
 #include "nnsc/AutoDist/AutoDist.h"
+#include "nnsc/AutoDist/HtmlReport.h"
 #include "nnsc/Cost/Report.h"
 #include "nnsc/Plan/Constraints.h"
 #include "nnsc/Plan/Pipeline.h"
 #include "nnsc/Plan/PlanIO.h"
+#include "nnsc/Search/Solver.h"
 #include "nnsc/Support/ToolMain.h"
 #include "nnsc/Transform/CommReport.h"
 #include "nnsc/Transform/StepCost.h"
@@ -161,6 +163,10 @@ static int toolMain(int argc, char **argv) {
                  "autodist: samples per optimizer step over all copies, in traced micro-batches: "
                  "a configuration of dp copies runs global/dp micro-batches per copy (default: "
                  "--micro-batches per copy)");
+  bool ilpCheck = false;
+  app.add_flag("--ilp-check", ilpCheck,
+               "autodist: also solve every problem with CBC's integer program and compare the "
+               "optima (slow; with --solve-each-layer every problem is compared)");
   app.add_option("--constraints", constraintsPath,
                  "autodist: a constraints file (YAML; docs/autodist.md): the splits each op may "
                  "take");
@@ -169,6 +175,10 @@ static int toolMain(int argc, char **argv) {
       "--save-plan-file", outputs.planFile,
       "also write the plan as a plan file (module-path rules; docs/plan-files.md) that --policy "
       "file reproduces");
+  auto *reportOpt = app.add_option(
+      "--report", outputs.report,
+      "also write the plan report: one self-contained HTML page (autodist's configurations, "
+      "time and memory per device, each layer's cut, the costliest ops); needs a device");
   app.add_option("--graph", graphOverride, "with --print PLAN.pb: the graph it was made for");
   app.add_flag("--print", print, "print the plan's text form");
   CostFlags cf;
@@ -214,6 +224,10 @@ static int toolMain(int argc, char **argv) {
         std::cerr << "error: " << flag << " needs --policy autodist\n";
         return 1;
       }
+  if (ilpCheck && !autodist) {
+    std::cerr << "error: --ilp-check needs --policy autodist\n";
+    return 1;
+  }
   if (opts.planNgpus < 0) // auto
     opts.planNgpus = 0;
   if (globalBatch != 0 && (!autodist || globalBatch < 1 || globalBatch > 1 << 20)) {
@@ -251,8 +265,15 @@ static int toolMain(int argc, char **argv) {
     printOptions.capacity = (*cluster)->device.memoryBytes;
   auto check = partitionCheck(*cluster, printOptions.memory);
 
+  if (!outputs.report.empty() && !*cluster) {
+    std::cerr << "error: --report needs a device to price the plan: --device D.yaml (with "
+                 "--comm T.yaml) or --cluster C.yaml\n";
+    return 1;
+  }
+
   // autodist: the search, handed to the plan library as the policy's body.
   std::string report;
+  std::optional<nnsc::autodist::Result> searched; // for --report
   nnsc::autodist::Options ad;
   if (autodist) {
     if (!*cluster) {
@@ -267,6 +288,14 @@ static int toolMain(int argc, char **argv) {
     ad.memory = printOptions.memory;
     ad.graphPath = input;
     ad.foldRepeats = !eachLayer;
+    if (ilpCheck) {
+      if (!nnsc::search::ilpAvailable()) {
+        std::cerr << "error: --ilp-check needs CBC, and this nnsc-plan was built without it "
+                     "(coinor-libcbc-dev)\n";
+        return 1;
+      }
+      ad.ilpCheck = std::make_shared<nnsc::autodist::IlpCheck>();
+    }
     ad.globalBatch = globalBatch;
     ad.pipelineStages = pipelineStages;
     ad.schedule = opts.pipeline.schedule;
@@ -309,7 +338,7 @@ static int toolMain(int argc, char **argv) {
       opts.recomputeModules.clear();
     }
     const nnsc::cost::Cluster &machine = **cluster;
-    opts.search = [&ad, &machine, &report](const nnsc::ir::Graph &graph)
+    opts.search = [&ad, &machine, &report, &searched](const nnsc::ir::Graph &graph)
         -> nnsc::Expected<nnsc::proto::Plan> {
       auto found = nnsc::autodist::search(graph, machine, ad);
       if (!found)
@@ -317,12 +346,26 @@ static int toolMain(int argc, char **argv) {
       std::ostringstream os;
       nnsc::autodist::printReport(*found, graph, machine, os);
       report = os.str();
+      searched = *found;
       return found->plan;
     };
     opts.zero = -1; // the plan carries the stage the search chose
   }
 
-  bool planning = out->count() || savePlanFile->count() || policy->count() || ngpus->count() || micro->count() ||
+  if (!outputs.report.empty())
+    outputs.reportPage = [&](const nnsc::proto::Plan &plan, const nnsc::ir::Graph &graph) {
+      nnsc::autodist::HtmlReportInput in;
+      in.graph = &graph;
+      in.plan = &plan;
+      in.cluster = &**cluster;
+      in.memory = printOptions.memory;
+      if (searched) {
+        in.search = &*searched;
+        in.memLimit = searched->memLimit;
+      }
+      return nnsc::autodist::htmlReport(in);
+    };
+  bool planning = reportOpt->count() || out->count() || savePlanFile->count() || policy->count() || ngpus->count() || micro->count() ||
                   planNgpus->count() || planFile->count() || recompute->count() || zero->count();
   nnsc::Status st;
   if (planning) {

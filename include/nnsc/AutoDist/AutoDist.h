@@ -20,6 +20,7 @@
 /// Lives above Transform (it needs the RVD search and the step model) and
 /// below the tools; the solver it calls sees only numbers.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -33,6 +34,18 @@
 #include "nnsc/plan.pb.h"
 
 namespace nnsc::autodist {
+
+/// The ILP cross-check's tally (Options::ilpCheck): every problem the
+/// dynamic program solved whole (not folded) solved again by CBC.
+struct IlpCheck {
+  int problems = 0;  ///< solved by both
+  int agree = 0;     ///< the same optimum within 1e-9 (relative)
+  int folded = 0;    ///< solved folded: CBC sees the whole problem, not compared
+  double worst = 0;  ///< largest (dp - ilp) / ilp
+  double dpSeconds = 0;
+  double ilpSeconds = 0;
+  std::vector<std::string> failures; ///< CBC's errors where the DP found a plan, or the reverse
+};
 
 struct Options {
   int runtimeNgpus = 1;
@@ -80,6 +93,9 @@ struct Options {
   /// off the balanced cut, one pivot at a time, for the best configuration
   /// and the nearest miss of the limit (0: keep the balanced cut).
   int cutMoves = 8;
+  /// When set, every problem is also solved by CBC (search::solveIlp) and
+  /// the two optima compared (nnsc-plan --ilp-check).
+  std::shared_ptr<IlpCheck> ilpCheck;
 };
 
 /// One configuration the search tried, with its exact prices.
@@ -121,6 +137,7 @@ struct Result {
   int recomputeInstances = 0;
   std::vector<std::string> notes; ///< why ZeRO or recompute were chosen
   double totalSeconds = 0;
+  std::shared_ptr<IlpCheck> ilpCheck; ///< Options::ilpCheck's tally, when asked
 };
 
 /// Searches a plan for `graph` on `cluster` (which must have a comm table).

@@ -38,6 +38,9 @@ using PlanCheck =
 struct PlanOutputs {
   std::string plan;     ///< plan.pb
   std::string planFile; ///< the plan as a plan file (PlanFile.h writePlanFile)
+  std::string report;   ///< the plan report (nnsc-plan --report), made by reportPage
+  std::function<Expected<std::string>(const proto::Plan &plan, const ir::Graph &graph)>
+      reportPage;
 };
 
 /// `nnsc-plan GRAPH.pb --policy P ... [-o PLAN.pb] [--save-plan-file F]

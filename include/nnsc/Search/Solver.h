@@ -11,6 +11,8 @@
 /// merged) times the Pareto sets' sizes.
 ///
 /// solveBruteForce: every assignment, for cross-checks on small problems.
+///
+/// solveIlp: the problem as an integer linear program for CBC.
 
 #include "nnsc/Search/Problem.h"
 #include "nnsc/Support/Status.h"
@@ -35,6 +37,22 @@ Expected<Solution> solveDp(const Problem &p, const DpLimits &limits = {});
 
 /// The same by enumeration; refuses problems of more than `maxAssignments`.
 Expected<Solution> solveBruteForce(const Problem &p, int64_t maxAssignments = 1 << 22);
+
+struct IlpLimits {
+  double maxSeconds = 60; ///< CBC's time limit; past it an error, not a guess
+};
+
+/// The same problem as an integer linear program solved by CBC (COIN-OR's
+/// branch and cut; Debian's coinor-libcbc-dev, the solver Alpa and PyTorch's
+/// autoparallel use): a binary per option, one option per node, a
+/// continuous variable per option pair of every edge tied to both ends'
+/// choices, memory as one row (Ilp.cpp). The dynamic program's cross-check.
+/// Errors: those of validateProblem, no assignment within the limit, CBC
+/// stopping without a proven optimum, a build without CBC.
+Expected<Solution> solveIlp(const Problem &p, const IlpLimits &limits = {});
+
+/// Whether this build has CBC (solveIlp otherwise always errs).
+bool ilpAvailable();
 
 /// Checks the problem's shape (the errors solveDp lists first).
 Status validateProblem(const Problem &p);

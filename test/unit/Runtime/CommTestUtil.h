@@ -8,7 +8,9 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+#ifndef NNSC_CATCH_COMPAT_H // in a unity batch an earlier file may have brought Catch2's
 #undef CHECK
+#endif
 #include "../CatchCompat.h"
 
 #include "nnsc/Runtime/Comm.h"

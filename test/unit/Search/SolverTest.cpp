@@ -122,6 +122,47 @@ TEST_CASE("search: the dynamic program equals brute force on random problems", "
   CHECK(feasible > 100); // the limits are not all impossible
 }
 
+TEST_CASE("search: CBC's integer program finds the hand-computed optima", "[search][ilp]") {
+  INFO("this build has no CBC: scripts/setup.sh installs coinor-libcbc-dev");
+  REQUIRE(ilpAvailable());
+  Problem p = chain();
+  auto free = solveIlp(p);
+  REQUIRE(free.isOk());
+  CHECK(free->choice == std::vector<int>{1, 1, 0});
+  CHECK(free->time == Catch::Approx(6).epsilon(1e-12));
+  p.memoryLimit = 6; // S S R needs 7: S S S (time 7, memory 5) is the best that fits
+  auto tight = solveIlp(p);
+  REQUIRE(tight.isOk());
+  CHECK(tight->choice == std::vector<int>{1, 1, 1});
+  CHECK(tight->time == Catch::Approx(7).epsilon(1e-12));
+  p.memoryLimit = 4.5;
+  auto none = solveIlp(p);
+  REQUIRE(!none.isOk());
+  CHECK(none.status().message() ==
+        "error: no plan fits in 4.5 bytes (ILP): the least memory any assignment needs is 5 bytes");
+}
+
+TEST_CASE("search: the dynamic program equals CBC's integer program on random problems",
+          "[search][ilp]") {
+  INFO("this build has no CBC: scripts/setup.sh installs coinor-libcbc-dev");
+  REQUIRE(ilpAvailable());
+  std::mt19937 rng(777);
+  int feasible = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    Problem p = randomProblem(rng);
+    auto dp = solveDp(p);
+    auto ilp = solveIlp(p);
+    REQUIRE(dp.isOk() == ilp.isOk());
+    if (!dp.isOk())
+      continue;
+    ++feasible;
+    // The same optimum (the choices may differ where two assignments tie).
+    CHECK(ilp->time == Catch::Approx(dp->time).epsilon(1e-9));
+    CHECK(ilp->memory <= p.memoryLimit);
+  }
+  CHECK(feasible > 40);
+}
+
 TEST_CASE("search: malformed problems and a too-wide frontier are errors", "[search]") {
   Problem p = chain();
   p.edges.push_back({2, 1, {0, 0, 0, 0}});
