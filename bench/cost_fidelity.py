@@ -9,7 +9,7 @@ bench/cost_fidelity.sh [--models nanogpt:default,llama:default] [--steps 8] [--w
    nnsc-profile-comm --nproc 2 (Gloo collectives over loopback), unless --spec/--comm
    name files measured before.
 2. For each model and each plan that trains on 2 CPU processes (dp, tp, data, the
-   Megatron and Megatron-SP plan files) and on 1 process (threads 1, as one profiled
+   Megatron and Megatron-SP plan files, and autodist's own choice) and on 1 process (threads 1, as one profiled
    worker): nnsc-plan with that spec and table prints the predicted step time and the
    memory per device; nnsc-run trains it (synthetic tokens, AdamW, 1 thread per worker)
    and its metrics give the measured step time (median over the steps after the
@@ -21,6 +21,7 @@ bench/cost_fidelity.sh [--models nanogpt:default,llama:default] [--steps 8] [--w
    predicted order is the measured order).
 
 Goals (issue 11): mean step-time error < 15 %, ranking preserved; memory likewise.
+Issue 12: autodist's measured step within 5 % of the fastest hand policy's (printed per model).
 """
 import argparse
 import json
@@ -42,6 +43,9 @@ PLANS = [  # name, ranks, nnsc-plan arguments (plan files relative to examples/<
                      "--plan-ngpus", "2", "--runtime-ngpus", "2"]),
     ("megatron-sp", 2, ["--policy", "file", "--plan-file", "megatron-sp.yaml",
                         "--plan-ngpus", "2", "--runtime-ngpus", "2"]),
+    # the search itself, against the same spec and table (issue 12: its measured step within
+    # 5 % of the fastest hand policy's, measured in the same run)
+    ("autodist", 2, ["--policy", "autodist", "--runtime-ngpus", "2"]),
 ]
 
 
@@ -94,6 +98,9 @@ def run_plan(d, model, vocab, name, ranks, plan_args, args, spec, comm):
     out = sh([f"{args.bin}/nnsc-plan", f"{d}/trace/graph.pb", *plan_args, "--device", spec,
               "--comm", comm, "--optimizer", "adamw", "-o", f"{d}/{tag}.pb", "--print"])
     pred = predicted(out)
+    chosen = next((l.strip() for l in out.splitlines() if l.startswith("chosen:")), "")
+    if chosen:
+        print(f"  ({model} autodist {chosen})")
     sh([f"{args.bin}/nnsc-codegen", f"{d}/trace/graph.pb", f"{d}/{tag}.pb", "-o", f"{d}/{tag}"])
     benchlib.write_config(f"{d}/{tag}.yaml", f"{d}/{tag}", f"{d}/{tag}-run", vocab,
                           args.steps + args.warmup)
@@ -163,6 +170,13 @@ def main():
             print(f"{model + ':' + config:<16} {name:<12} {pred * 1e3:9.1f} {meas * 1e3:9.1f} "
                   f"{err * 100:+6.1f}%   {est / 2**20:9.2f} {peak / 2**20:9.2f} {merr * 100:+6.1f}%")
         summarize(f"{model}:{config}", table)
+        auto = next((r for r in table if r[0] == "autodist"), None)
+        hand = [r for r in table if r[0] not in ("autodist", "1 process")]
+        if auto and hand:
+            best = min(hand, key=lambda r: r[2])
+            print(f"{model}:{config}: autodist measured {auto[2] * 1e3:.1f} ms; the fastest hand "
+                  f"policy, {best[0]}, {best[2] * 1e3:.1f} ms; autodist / fastest = "
+                  f"{auto[2] / best[2]:.3f} (goal <= 1.05)")
         everything += table
     if len(args.models.split(",")) > 1:
         summarize("all", everything, ranking=False)

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "Internal.h"
 #include "Repeats.h"
 #include "nnsc/Cost/OpCost.h"
 #include "nnsc/Plan/Memory.h"
@@ -33,13 +34,7 @@ std::string escape(const std::string &text) {
   return out;
 }
 
-std::string seconds(double s) {
-  if (s >= 1)
-    return fmt::format("{:.3f} s", s);
-  if (s >= 1e-3)
-    return fmt::format("{:.3f} ms", s * 1e3);
-  return fmt::format("{:.1f} us", s * 1e6);
-}
+std::string seconds(double s) { return formatSeconds(s); }
 
 std::string shapeText(const ir::Shape &shape) {
   std::string out = "[";

@@ -17,6 +17,9 @@ namespace nnsc::autodist {
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t0);
 
+/// "1.752 ms", "876.1 us", "2.013 s": the reports' times (Report.cpp).
+std::string formatSeconds(double s);
+
 /// Recompute groups per node for the given selectors (none: all -1).
 Expected<std::vector<int>> recomputeGroups(const ir::Graph &graph,
                                            const std::vector<plan::RecomputeSelector> &selectors);

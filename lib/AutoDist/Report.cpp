@@ -1,6 +1,7 @@
 // autodist's text report (AutoDist.h printReport).
 #include <map>
 
+#include "Internal.h"
 #include "nnsc/AutoDist/AutoDist.h"
 #include "nnsc/Plan/PlanPrinter.h"
 
@@ -15,6 +16,8 @@ std::string verdict(const std::string &why) {
   return (memory ? "over: " : "rejected: ") + why.substr(prefixed ? 7 : 0);
 }
 
+} // namespace
+
 std::string formatSeconds(double s) {
   if (s >= 1)
     return fmt::format("{:.3f} s", s);
@@ -22,8 +25,6 @@ std::string formatSeconds(double s) {
     return fmt::format("{:.3f} ms", s * 1e3);
   return fmt::format("{:.1f} us", s * 1e6);
 }
-
-} // namespace
 
 void printReport(const Result &result, const ir::Graph &graph, const cost::Cluster &cluster,
                  std::ostream &os) {

@@ -90,29 +90,25 @@ Expected<Solution> solveIlp(const Problem &p, const IlpLimits &limits) {
     }
     Cbc_addRow(model.m, "", static_cast<int>(idx.size()), idx.data(), coef.data(), 'E', 1);
   }
-  // Each edge's pairs agree with both ends' options.
+  // Each edge's pairs agree with both ends' options: the pairs in row a sum
+  // to x[from][a], those in column b to x[to][b].
   for (size_t e = 0; e < p.edges.size(); ++e) {
     const Edge &edge = p.edges[e];
     int na = static_cast<int>(p.nodes[static_cast<size_t>(edge.from)].size());
     int nb = static_cast<int>(p.nodes[static_cast<size_t>(edge.to)].size());
-    for (int a = 0; a < na; ++a) {
-      idx.assign({firstX[static_cast<size_t>(edge.from)] + a});
+    auto agree = [&](int x, int first, int count, int stride) {
+      idx.assign({x});
       coef.assign({-1});
-      for (int b = 0; b < nb; ++b) {
-        idx.push_back(firstY[e] + a * nb + b);
+      for (int k = 0; k < count; ++k) {
+        idx.push_back(first + k * stride);
         coef.push_back(1);
       }
       Cbc_addRow(model.m, "", static_cast<int>(idx.size()), idx.data(), coef.data(), 'E', 0);
-    }
-    for (int b = 0; b < nb; ++b) {
-      idx.assign({firstX[static_cast<size_t>(edge.to)] + b});
-      coef.assign({-1});
-      for (int a = 0; a < na; ++a) {
-        idx.push_back(firstY[e] + a * nb + b);
-        coef.push_back(1);
-      }
-      Cbc_addRow(model.m, "", static_cast<int>(idx.size()), idx.data(), coef.data(), 'E', 0);
-    }
+    };
+    for (int a = 0; a < na; ++a)
+      agree(firstX[static_cast<size_t>(edge.from)] + a, firstY[e] + a * nb, nb, 1);
+    for (int b = 0; b < nb; ++b)
+      agree(firstX[static_cast<size_t>(edge.to)] + b, firstY[e] + b, na, nb);
   }
   // Memory.
   if (std::isfinite(p.memoryLimit)) {
