@@ -55,6 +55,12 @@ def autodist(b, graph, extra):
     return wall, chosen, out, searched
 
 
+def per_sample(row):
+    """The per-sample time of a report row: its second time (step, then per sample)."""
+    times = re.findall(r"([0-9.]+) (s|ms|us)\b", row)
+    return seconds(" ".join(times[1]))
+
+
 def seconds(text):
     v, unit = text.split()
     return float(v) * {"s": 1, "ms": 1e-3, "us": 1e-6}[unit]
@@ -81,13 +87,11 @@ def quality(b, label, g, example, block, each=True):
     if not chosen.startswith("*"):
         print(f"-- {label}: autodist failed: {chosen}")
         return None
-    cols = chosen.split()
-    per = seconds(f"{cols[11]} {cols[12]}")
+    per = per_sample(chosen)
     print(f"-- {label}: autodist ({wall:.1f} s) {chosen[1:].strip()}")
     if each:
         _, ech, _, _ = autodist(b, g, ["--solve-each-layer"])
-        ecols = ech.split()
-        per_each = seconds(f"{ecols[11]} {ecols[12]}")
+        per_each = per_sample(ech)
         print(f"   autodist --solve-each-layer: {per_each * 1e3:.2f} ms/sample; layers solved once "
               f"/ each layer = {per / per_each:.3f}")
     best = None
