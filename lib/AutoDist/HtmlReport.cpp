@@ -85,10 +85,39 @@ std::string stackedBars(const std::vector<std::string> &rows,
   scale = std::max(scale, limit);
   if (scale <= 0)
     scale = 1;
-  int height = static_cast<int>(rows.size()) * rowHeight + legendHeight + 8;
+  // Legend: every label that appears, wrapped to the picture's width.
+  const int width = labelWidth + barWidth + 120, top = static_cast<int>(rows.size()) * rowHeight;
+  std::string legend;
+  int lx = labelWidth, ly = top + 10;
+  auto place = [&](int itemWidth) {
+    if (lx > labelWidth && lx + itemWidth > width) {
+      lx = labelWidth;
+      ly += legendHeight - 6;
+    }
+  };
+  std::vector<std::string> seen;
+  for (const auto &row : segments)
+    for (const Segment &s : row) {
+      if (s.value <= 0 || std::find(seen.begin(), seen.end(), s.label) != seen.end())
+        continue;
+      seen.push_back(s.label);
+      int itemWidth = 30 + static_cast<int>(s.label.size()) * 7;
+      place(itemWidth);
+      legend += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+                            "<text x=\"{}\" y=\"{}\" class=\"lbl\">{}</text>\n",
+                            lx, ly, s.colour, lx + 16, ly + 11, escape(s.label));
+      lx += itemWidth;
+    }
+  if (limit > 0 || !offScale.empty()) {
+    std::string text = offScale.empty() ? limitLabel : offScale;
+    place(30 + static_cast<int>(text.size()) * 7);
+    legend += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#c00\" "
+                          "stroke-width=\"2\"/><text x=\"{3}\" y=\"{4}\" class=\"lbl\">{5}</text>\n",
+                          lx + 6, ly, ly + 12, lx + 12, ly + 11, escape(text));
+  }
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\">\n",
-      labelWidth + barWidth + 120, height);
+      width, ly + legendHeight - 4);
   for (size_t r = 0; r < rows.size(); ++r) {
     int y = static_cast<int>(r) * rowHeight + 4;
     svg += fmt::format("<text x=\"0\" y=\"{}\" class=\"lbl\">{}</text>\n", y + 15, escape(rows[r]));
@@ -110,26 +139,9 @@ std::string stackedBars(const std::vector<std::string> &rows,
     double x = labelWidth + barWidth * limit / scale;
     svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"0\" x2=\"{0:.1f}\" y2=\"{1}\" stroke=\"#c00\" "
                        "stroke-width=\"2\"><title>{2}</title></line>\n",
-                       x, static_cast<int>(rows.size()) * rowHeight + 4, escape(limitLabel));
+                       x, top + 4, escape(limitLabel));
   }
-  // Legend: every label that appears.
-  int lx = labelWidth, ly = static_cast<int>(rows.size()) * rowHeight + 10;
-  std::vector<std::string> seen;
-  for (const auto &row : segments)
-    for (const Segment &s : row) {
-      if (s.value <= 0 || std::find(seen.begin(), seen.end(), s.label) != seen.end())
-        continue;
-      seen.push_back(s.label);
-      svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                         "<text x=\"{}\" y=\"{}\" class=\"lbl\">{}</text>\n",
-                         lx, ly, s.colour, lx + 16, ly + 11, escape(s.label));
-      lx += 24 + static_cast<int>(s.label.size()) * 7;
-    }
-  if (limit > 0 || !offScale.empty())
-    svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#c00\" "
-                       "stroke-width=\"2\"/><text x=\"{3}\" y=\"{4}\" class=\"lbl\">{5}</text>\n",
-                       lx + 6, ly, ly + 12, lx + 12, ly + 11,
-                       escape(offScale.empty() ? limitLabel : offScale));
+  svg += legend;
   return svg + "</svg>\n";
 }
 
