@@ -75,17 +75,6 @@ std::vector<plan::RecomputeSelector> recomputeSelectors(const Options &options,
   return {named};
 }
 
-double leastMemory(const search::Problem &p) {
-  double least = 0;
-  for (const auto &opts : p.nodes) {
-    double m = opts.front().memory;
-    for (const search::Option &o : opts)
-      m = std::min(m, o.memory);
-    least += m;
-  }
-  return least;
-}
-
 Expected<search::Solution> solveFoldable(const search::Problem &p, const std::vector<int> &rep,
                                          const Options &options, bool &folded) {
   search::DpLimits limits;
@@ -304,7 +293,7 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
     rep = representatives(graph, built, blocks);
   t.folded = !rep.empty();
   double dpLimit = limit;
-  const double least = leastMemory(built.problem);
+  const double least = search::leastMemory(built.problem);
   for (int attempt = 0; attempt < 4; ++attempt) {
     built.problem.memoryLimit = dpLimit;
     if (least > dpLimit) {

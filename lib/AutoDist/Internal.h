@@ -31,10 +31,6 @@ std::vector<plan::RecomputeSelector> instancesSelector(const std::vector<std::st
 std::vector<plan::RecomputeSelector> recomputeSelectors(const Options &options,
                                                         const std::vector<std::string> &instances);
 
-/// The least memory any assignment of `p` needs: every decision at its
-/// smallest option (the dynamic program's bound).
-double leastMemory(const search::Problem &p);
-
 /// Solves `p` with the repeated layers folded (`rep` non-empty) or whole;
 /// where the fold has too many ways into the next layer, whole. `folded` says
 /// which it was.

@@ -120,7 +120,7 @@ StagePlan solveStage(const StageContext &c, int k, double inFlight, double limit
   std::vector<int> rep;
   if (c.options.foldRepeats)
     rep = representatives(c.graph, r.built, mine);
-  r.least = leastMemory(r.built.problem);
+  r.least = search::leastMemory(r.built.problem);
   if (r.least > limit) {
     r.why = "needs at least " + plan::formatBytes(r.least) + " per device";
     return r;

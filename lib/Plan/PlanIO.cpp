@@ -160,4 +160,22 @@ Status printPlanFile(const std::string &planPath, const std::string &graphOverri
   return Status::ok();
 }
 
+Status reportPlanFile(const std::string &planPath, const std::string &graphOverride,
+                      const PlanOutputs &outputs, std::ostream &log) {
+  auto plan = readPlan(planPath);
+  if (!plan)
+    return plan.status();
+  auto graph = readPlanGraph(*plan, planPath, graphOverride);
+  if (!graph)
+    return graph.status();
+  if (!outputs.reportPage)
+    return Status::error("error: no report page maker given for " + outputs.report);
+  auto page = outputs.reportPage(*plan, *graph);
+  if (!page)
+    return page.status().withContext(planPath);
+  NNSC_RETURN_IF_ERROR(writeFileAtomic(outputs.report, *page));
+  log << fmt::format("nnsc-plan: wrote {} (the plan report)\n", outputs.report);
+  return Status::ok();
+}
+
 } // namespace nnsc::plan

@@ -126,18 +126,8 @@ Expected<Solution> solveIlp(const Problem &p, const IlpLimits &limits) {
   }
 
   Cbc_solve(model.m);
-  if (Cbc_isProvenInfeasible(model.m)) {
-    double least = 0;
-    for (const auto &opts : p.nodes) {
-      double m = opts.front().memory;
-      for (const Option &o : opts)
-        m = std::min(m, o.memory);
-      least += m;
-    }
-    return errorf("error: no plan fits in {} bytes (ILP): the least memory any assignment "
-                  "needs is {} bytes",
-                  p.memoryLimit, least);
-  }
+  if (Cbc_isProvenInfeasible(model.m))
+    return noPlanFits(p);
   if (!Cbc_isProvenOptimal(model.m))
     return errorf("error: CBC stopped without a proven optimum (status {}, secondary {}; limit "
                   "{} s)",

@@ -104,23 +104,6 @@ Graph indexEdges(const Problem &p) {
   return g;
 }
 
-Status noFit(const Problem &p) {
-  double least = 0;
-  int worst = 0;
-  double worstMin = -1;
-  for (int i = 0; i < static_cast<int>(p.nodes.size()); ++i) {
-    double m = p.nodes[static_cast<size_t>(i)][0].memory;
-    for (const Option &o : p.nodes[static_cast<size_t>(i)])
-      m = std::min(m, o.memory);
-    least += m;
-    if (m > worstMin)
-      worstMin = m, worst = i;
-  }
-  return errorf("error: no plan fits in the memory limit {:.6g}: the least memory any assignment "
-                "needs is {:.6g}; the largest single need is {}'s {:.6g}",
-                p.memoryLimit, least, nodeName(p, worst), worstMin);
-}
-
 // One DP step: every state of `prev` times every option of node i.
 Expected<Layer> advance(const Problem &p, const Graph &g, const Layer &prev, int i,
                         const DpLimits &limits) {
@@ -213,7 +196,7 @@ Expected<Solution> solveDp(const Problem &p, const DpLimits &limits) {
     if (!next)
       return next.status();
     if (next->keys.empty())
-      return noFit(p);
+      return noPlanFits(p);
     layers.push_back(next.take());
   }
   // The last frontier is empty: one state, its fastest entry.
@@ -254,8 +237,34 @@ Expected<Solution> solveBruteForce(const Problem &p, int64_t maxAssignments) {
       break;
   }
   if (!best)
-    return noFit(p);
+    return noPlanFits(p);
   return *best;
+}
+
+double leastMemory(const Problem &p) {
+  double least = 0;
+  for (const auto &options : p.nodes) {
+    double m = options.front().memory;
+    for (const Option &o : options)
+      m = std::min(m, o.memory);
+    least += m;
+  }
+  return least;
+}
+
+Status noPlanFits(const Problem &p) {
+  int worst = 0;
+  double worstMin = -1;
+  for (int i = 0; i < static_cast<int>(p.nodes.size()); ++i) {
+    double m = p.nodes[static_cast<size_t>(i)][0].memory;
+    for (const Option &o : p.nodes[static_cast<size_t>(i)])
+      m = std::min(m, o.memory);
+    if (m > worstMin)
+      worstMin = m, worst = i;
+  }
+  return errorf("error: no plan fits in the memory limit {:.6g}: the least memory any assignment "
+                "needs is {:.6g}; the largest single need is {}'s {:.6g}",
+                p.memoryLimit, leastMemory(p), nodeName(p, worst), worstMin);
 }
 
 } // namespace nnsc::search

@@ -365,7 +365,7 @@ static int toolMain(int argc, char **argv) {
       }
       return nnsc::autodist::htmlReport(in);
     };
-  bool planning = reportOpt->count() || out->count() || savePlanFile->count() || policy->count() || ngpus->count() || micro->count() ||
+  bool planning = out->count() || savePlanFile->count() || policy->count() || ngpus->count() || micro->count() ||
                   planNgpus->count() || planFile->count() || recompute->count() || zero->count();
   nnsc::Status st;
   if (planning) {
@@ -374,9 +374,12 @@ static int toolMain(int argc, char **argv) {
     if (!report.empty())
       (print ? std::cout : std::cerr) << report;
   }
-  else if (print)
-    st = nnsc::plan::printPlanFile(input, graphOverride, std::cout, check, printOptions);
-  else
+  else if (print || reportOpt->count()) { // a plan written before: shown, reported
+    if (print)
+      st = nnsc::plan::printPlanFile(input, graphOverride, std::cout, check, printOptions);
+    if (st.isOk() && reportOpt->count())
+      st = nnsc::plan::reportPlanFile(input, graphOverride, outputs, std::cerr);
+  } else
     st = nnsc::Status::error("error: nothing to do: pass -o PLAN.pb to write a plan, or --print "
                              "PLAN.pb to show one");
   if (!st.isOk()) {

@@ -52,6 +52,12 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
                    const PlanOutputs &outputs, bool print, std::ostream &out, std::ostream &log,
                    const PlanCheck &check = {}, const PrintOptions &printOptions = {});
 
+/// `nnsc-plan PLAN.pb --report FILE`: the report of a plan written before
+/// (outputs.report, made by outputs.reportPage), for the graph it names or
+/// `graphOverride`; one line to `log` says what was written.
+Status reportPlanFile(const std::string &planPath, const std::string &graphOverride,
+                      const PlanOutputs &outputs, std::ostream &log);
+
 /// `nnsc-plan --print PLAN.pb [--graph GRAPH.pb]`: the text form of a plan
 /// file, followed by check's text.
 Status printPlanFile(const std::string &planPath, const std::string &graphOverride,

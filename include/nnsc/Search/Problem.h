@@ -50,4 +50,8 @@ struct Solution {
 /// Recomputes a solution's time and memory from `p` (for tests and reports).
 Solution evaluate(const Problem &p, const std::vector<int> &choice);
 
+/// The least memory any assignment of `p` needs: every node at its smallest
+/// option (the bound every solver's "no plan fits" message gives).
+double leastMemory(const Problem &p);
+
 } // namespace nnsc::search

@@ -54,6 +54,10 @@ Expected<Solution> solveIlp(const Problem &p, const IlpLimits &limits = {});
 /// Whether this build has CBC (solveIlp otherwise always errs).
 bool ilpAvailable();
 
+/// The error every solver returns when no assignment fits the limit: the
+/// least memory any assignment needs and the node with the largest need.
+Status noPlanFits(const Problem &p);
+
 /// Checks the problem's shape (the errors solveDp lists first).
 Status validateProblem(const Problem &p);
 
