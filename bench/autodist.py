@@ -14,7 +14,11 @@
    for GPT-3 1.3B, 2.6B and 6.7B (Alpa's suite shapes: nanoGPT's gpt3-* configs, sequence 1024,
    micro-batch 8 per copy).
 
-  --part time|quality|gpt3 runs one part only (gpt3: the GPT-3 rows of part 2).
+3. Search time, long and wide (--part long): Llama-3-8B at 128K tokens on 8 H100s with 80 GB
+   each (SDPA with is_causal: a graph traced on PyTorch 2.x, --graph-128k), and Llama-3-70B at
+   8K on 16 GPUs (two nodes of 8 H100s; 16 MI300X without and with pipeline stages).
+
+  --part time|long|quality|gpt3 runs one part only (gpt3: the GPT-3 rows of part 2).
 """
 import argparse
 import os
@@ -40,12 +44,12 @@ def export(b, d, layers, example="llama", config="8b"):
     return f"{d}/graph.pb"
 
 
-def autodist(b, graph, extra):
+def autodist(b, graph, extra, ngpus=8, cluster=CLUSTER):
     """(wall seconds, the chosen row or the error, the output)."""
     t0 = time.monotonic()
     try:
-        out = sh([f"{b}/nnsc-plan", graph, "--policy", "autodist", "--runtime-ngpus", "8",
-              "--cluster", CLUSTER, "-o", f"{os.path.dirname(graph)}/autodist.pb"] + extra)
+        out = sh([f"{b}/nnsc-plan", graph, "--policy", "autodist", "--runtime-ngpus", str(ngpus),
+                  "--cluster", cluster, "-o", f"{os.path.dirname(graph)}/autodist.pb"] + extra)
     except SystemExit as e:
         err = next((l for l in str(e).splitlines() if l.startswith("error:")), str(e))
         return time.monotonic() - t0, err, "", float("nan")
@@ -120,11 +124,56 @@ def quality(b, label, g, example, block, each=True):
     return per / best[0]
 
 
+def long_and_wide(b, work, graph_128k):
+    """Search time of the two large targets: Llama-3-8B at 128K tokens on 8 H100s (80 GB each)
+    and Llama-3-70B at 8K on 16 GPUs (two nodes of H100s; 16 MI300X, with and without
+    pipelines)."""
+    print("\n== search time, long and wide (this 2-core VM): wall (search)")
+    if not graph_128k:
+        d = f"{work}/llama8b-128k"
+        graph_128k = f"{d}/graph.pb"
+        if not os.path.exists(graph_128k):
+            try:
+                import torch.nn.functional as F
+                has_sdpa = hasattr(F, "scaled_dot_product_attention")
+            except ImportError:
+                has_sdpa = False
+            if not has_sdpa:
+                print("-- Llama-3-8B 128K: skipped: needs SDPA (PyTorch 2.x) to export; trace it "
+                      "under scripts/debian13.sh and pass --graph-128k (docs/autodist.md)")
+                graph_128k = None
+            else:
+                os.makedirs(d, exist_ok=True)
+                sh([PY, f"{ROOT}/examples/llama/export.py", "--config", "8b-128k", "--meta",
+                    "--attention", "sdpa", "--out", d])
+                sh([f"{b}/nnsc-trace", f"{d}/model.pt", "--inputs", f"{d}/inputs.yaml", "-o", d])
+    rows = []
+    if graph_128k:
+        rows.append(("Llama-3-8B 128K, 8 x H100, 80 GB", graph_128k, 8, CLUSTER,
+                     ["--mem-limit", "80GB"]))
+    g70 = export(b, f"{work}/l70", None, "llama", "70b")
+    mi300 = f"{ROOT}/configs/clusters/mi300x.yaml"
+    rows += [("Llama-3-70B 8K, 16 x H100 (2 nodes)", g70, 16, CLUSTER, []),
+             ("Llama-3-70B 8K, 16 x MI300X (2 nodes)", g70, 16, mi300, []),
+             ("Llama-3-70B 8K, 16 x MI300X, --pipeline auto, global batch 128", g70, 16, mi300,
+              ["--pipeline", "auto", "--global-batch", "128"])]
+    for label, g, n, cluster, extra in rows:
+        wall, chosen, out, searched = autodist(b, g, extra, n, cluster)
+        what = ' '.join(chosen.split()[1:7]) + " ... " + ' '.join(chosen.split()[-4:]) \
+            if chosen.startswith('*') else chosen[:160]
+        memory = re.search(r"predicted step [0-9.]+ \w+, ([0-9.]+ \w+) per device", out)
+        print(f"{label:<64} {wall:7.2f} s ({searched:6.2f} s)  "
+              f"{'chosen ' + what if chosen.startswith('*') else what}"
+              f"{'; ' + memory.group(1) + ' per device' if memory else ''}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=f"{ROOT}/build/bin")
     ap.add_argument("--work", default=f"{ROOT}/out/bench-autodist")
-    ap.add_argument("--part", choices=["all", "time", "quality", "gpt3"], default="all")
+    ap.add_argument("--part", choices=["all", "time", "long", "quality", "gpt3"], default="all")
+    ap.add_argument("--graph-128k", help="Llama-3-8B 128K traced on PyTorch 2.x (SDPA; "
+                    "exported here when this torch has it)")
     args = ap.parse_args()
     if args.part in ("all", "time", "quality"):
         graphs = {n: export(args.bin, f"{args.work}/llama8b-{n}l", n) for n in (8, 32, 80)}
@@ -147,6 +196,9 @@ def main():
         print(f"80 / 8 layers: {times[80][0] / times[8][0]:.2f}x wall, "
               f"{times[80][2] / times[8][2]:.2f}x search (one config); "
               f"{times[80][1] / times[8][1]:.2f}x wall (automatic)")
+
+    if args.part in ("all", "long"):
+        long_and_wide(args.bin, args.work, args.graph_128k)
 
     if args.part in ("all", "quality", "gpt3"):
         print("\n== quality: predicted seconds per sample (step / copies), same cost model, "

@@ -29,6 +29,10 @@ class LlamaConfig:
     rope_theta: float = 500000.0
     batch: int = 1
     attention: str = "auto"  # auto (sdpa when the torch has it) | sdpa | explicit
+    # How SDPA masks the future: "mask", an additive [T, T] tensor (T^2 floats, whole on every
+    # device), or "flag", is_causal=True and no tensor (what long sequences need: at 128K the
+    # mask alone is 64 GiB). Explicit attention always adds the mask.
+    causal: str = "mask"
 
 
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
@@ -65,8 +69,8 @@ CONFIGS = {
     # Llama-3-8B shapes (export with --meta)
     "8b": LlamaConfig(),
     # Llama-3-8B at 128K tokens (export with --meta --attention sdpa: explicit attention's
-    # scores alone would take 32 x 128K x 128K floats per layer)
-    "8b-128k": LlamaConfig(max_seq_len=131072),
+    # scores alone would take 32 x 128K x 128K floats per layer; SDPA's is_causal, no mask)
+    "8b-128k": LlamaConfig(max_seq_len=131072, causal="flag"),
     # Llama-3-70B shapes at 8K (export with --meta)
     "70b": LlamaConfig(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_hidden=28672),
 }
@@ -135,7 +139,8 @@ class Attention(nn.Module):
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H|n_kv, T, hd)
         if self.sdpa:
             gqa = {"enable_gqa": True} if self.gqa else {}
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **gqa)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
+                                                 **gqa)
             return self.o_proj(out.transpose(1, 2).contiguous().view(B, T, -1))
         scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(hd)
         scores = scores + mask  # (T, T) additive causal mask
@@ -204,7 +209,9 @@ class Llama(nn.Module):
         h = self.embed_tokens(idx)
         cos = self.rope_cos[:T]
         sin = self.rope_sin[:T]
-        mask = torch.full((T, T), float("-inf"), device=idx.device).triu(1)
+        mask = None
+        if self.cfg.causal != "flag" or not self.layers[0].self_attn.sdpa:
+            mask = torch.full((T, T), float("-inf"), device=idx.device).triu(1)
         for layer in self.layers:
             h = layer(h, cos, sin, mask)
         logits = self.lm_head(self.norm(h)).float()

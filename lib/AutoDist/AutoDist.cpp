@@ -284,8 +284,9 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
                      built.problem.nodeNames[static_cast<size_t>(lastUse[k])].c_str());
         std::fprintf(stderr, "  members%s\n", m.substr(0, 600).c_str());
       }
-    std::fprintf(stderr, "T=%d nodes %zu decisions %d frontier %lld\n", setting.planNgpus,
-                 built.problem.nodes.size(), built.decisions, static_cast<long long>(t.states));
+    std::fprintf(stderr, "T=%d nodes %zu decisions %d frontier %lld, %lld re-layout searches\n",
+                 setting.planNgpus, built.problem.nodes.size(), built.decisions,
+                 static_cast<long long>(t.states), static_cast<long long>(cache.searches()));
   }
   // Layers alike are solved once: every instance takes the first's options.
   std::vector<int> rep;
@@ -331,7 +332,11 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
     }
     if (takePriced(out, plan.take(), *priced, limit))
       break;
-    dpLimit -= (priced->memory - limit) * 1.05;
+    // The problem's memory leaves out what only the exact model sees (the
+    // transient peak of the largest op): the next solve must find a plan
+    // below this one's problem memory by the excess, or it returns the same.
+    const double excess = (priced->memory - limit) * 1.05;
+    dpLimit = std::min(dpLimit - excess, sol->memory - excess);
     if (dpLimit <= 0)
       break;
   }

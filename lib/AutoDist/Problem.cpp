@@ -208,6 +208,32 @@ const std::vector<OpOption> &RelayoutCache::options(const ir::Graph &graph, cons
   return it->second;
 }
 
+const GraphFacts &RelayoutCache::facts(const ir::Graph &graph) {
+  if (factsOf_ == &graph)
+    return facts_;
+  factsOf_ = &graph;
+  facts_.flow = cost::gradientFlow(graph);
+  facts_.names.clear();
+  facts_.saved.assign(graph.tensors().size(), false);
+  for (const ir::Node &node : graph.nodes()) {
+    facts_.names.push_back(plan::describeNode(node));
+    cost::OpShapes shapes;
+    shapes.node = &node;
+    for (int64_t t : node.inputs)
+      shapes.inputs.push_back(
+          localInfo(graph.tensor(t), -1, 1, facts_.flow[static_cast<size_t>(t)]));
+    for (int64_t t : node.outputs)
+      shapes.outputs.push_back(
+          localInfo(graph.tensor(t), -1, 1, facts_.flow[static_cast<size_t>(t)]));
+    cost::OpCost c = cost::opCost(shapes);
+    for (int i : c.saved.inputs)
+      facts_.saved[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])] = true;
+    for (int q : c.saved.outputs)
+      facts_.saved[static_cast<size_t>(node.outputs[static_cast<size_t>(q)])] = true;
+  }
+  return facts_;
+}
+
 double RelayoutCache::price(const RvdLayout &from, const RvdLayout &to, int64_t elementBytes) {
   // Each list behind its length, so no two pairs share a key.
   std::vector<int64_t> key{elementBytes};
@@ -252,7 +278,9 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
   const double micro = s.microBatches > 0 ? s.microBatches : options.microBatches;
   const auto &nodes = graph.nodes();
   auto planned = [&](size_t k) { return s.inStage.empty() || s.inStage[k]; };
-  std::vector<bool> flow = cost::gradientFlow(graph);
+  const GraphFacts &facts = cache.facts(graph);
+  const std::vector<bool> &flow = facts.flow;
+  const std::vector<bool> &saved = facts.saved;
   StateBytes sb = stateBytes(options, s);
 
   // Producers of activations; first readers of state.
@@ -269,10 +297,15 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
   }
   // What a recompute group keeps: its inputs from outside the group, each
   // tensor once however many of its ops (or later groups: a mask, the
-  // rotary tables) read it.
+  // rotary tables) read it. A kept tensor some planned node writes is
+  // charged to its writer's option, at the size that option writes (the
+  // residual stream cut along the sequence is kept cut); one nothing here
+  // writes (a graph input, another stage's output) to the group's first op,
+  // whole.
   std::map<int, double> groupKeeps;
   std::map<int, size_t> groupFirst;
   std::set<int64_t> kept;
+  std::vector<bool> keptByGroup(graph.tensors().size(), false);
   for (size_t k = 0; k < nodes.size(); ++k) {
     int g = s.recomputeGroup.empty() ? -1 : s.recomputeGroup[k];
     if (g < 0 || !planned(k))
@@ -282,25 +315,13 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
       const ir::Tensor &tensor = graph.tensor(t);
       auto p = producer.find(t);
       bool inside = p != producer.end() && s.recomputeGroup[p->second.first] == g;
-      if (!inside && !isState(tensor) && kept.insert(t).second)
+      if (inside || isState(tensor) || !kept.insert(t).second)
+        continue;
+      if (p != producer.end())
+        keptByGroup[static_cast<size_t>(t)] = true;
+      else
         groupKeeps[g] += static_cast<double>(ir::numel(tensor.shape) * ir::dtypeSize(tensor.dtype));
     }
-  }
-
-  // Which activations some op saves for backward (whatever the split).
-  std::vector<bool> saved(graph.tensors().size(), false);
-  for (const ir::Node &node : nodes) {
-    cost::OpShapes shapes;
-    shapes.node = &node;
-    for (int64_t t : node.inputs)
-      shapes.inputs.push_back(localInfo(graph.tensor(t), -1, 1, flow[static_cast<size_t>(t)]));
-    for (int64_t t : node.outputs)
-      shapes.outputs.push_back(localInfo(graph.tensor(t), -1, 1, flow[static_cast<size_t>(t)]));
-    cost::OpCost c = cost::opCost(shapes);
-    for (int i : c.saved.inputs)
-      saved[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])] = true;
-    for (int q : c.saved.outputs)
-      saved[static_cast<size_t>(node.outputs[static_cast<size_t>(q)])] = true;
   }
 
   // Seconds per gradient byte reduced: the reducers all-reduce gradients
@@ -326,7 +347,7 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
   for (size_t k = 0; k < nodes.size(); ++k) {
     const ir::Node &node = nodes[k];
     raw.sources[k].resize(node.inputs.size());
-    b.problem.nodeNames[k] = plan::describeNode(node);
+    b.problem.nodeNames[k] = facts.names[k];
     if (!planned(k)) {
       b.options[k] = enumerateOptions(graph, node, n, true, nullptr);
       b.problem.nodes[k].assign(b.options[k].size(), search::Option{0, 0, "replicate"});
@@ -381,11 +402,16 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
             opt.memory += shapes.inputs[static_cast<size_t>(i)].bytes();
         }
         for (size_t q = 0; q < node.outputs.size(); ++q)
-          if (saved[static_cast<size_t>(node.outputs[q])])
+          if (saved[static_cast<size_t>(node.outputs[q])] ||
+              keptByGroup[static_cast<size_t>(node.outputs[q])])
             opt.memory += shapes.outputs[q].bytes();
         opt.memory += c.saved.extraBytes;
-      } else if (groupFirst[group] == k) {
-        opt.memory += groupKeeps[group];
+      } else {
+        if (groupFirst[group] == k)
+          opt.memory += groupKeeps[group];
+        for (size_t q = 0; q < node.outputs.size(); ++q)
+          if (keptByGroup[static_cast<size_t>(node.outputs[q])])
+            opt.memory += shapes.outputs[q].bytes();
       }
       opt.memory *= s.inFlight; // activations only: the weights follow
       // Weights this option holds first: their bytes, and their gradients'

@@ -46,6 +46,15 @@ struct OpOption {
 
 /// Re-layout prices by (shape, producer layout, consumer layout): the same
 /// tensors recur in every layer, so each pair is searched once.
+/// What a search needs of every node that no configuration changes: its
+/// name in messages, the tensors a gradient flows through, the activations
+/// some op saves for backward (whatever the split).
+struct GraphFacts {
+  std::vector<std::string> names;
+  std::vector<bool> flow;
+  std::vector<bool> saved;
+};
+
 class RelayoutCache {
 public:
   RelayoutCache(const cost::Cluster &cluster);
@@ -63,9 +72,13 @@ public:
   /// configuration, stage and recompute trial.
   const std::vector<OpOption> &options(const ir::Graph &graph, const ir::Node &node, int n,
                                        bool replicateOnly);
+  /// The graph's GraphFacts, found once per search (per graph).
+  const GraphFacts &facts(const ir::Graph &graph);
 
 private:
   std::map<std::tuple<int64_t, int, bool>, std::vector<OpOption>> options_;
+  const ir::Graph *factsOf_ = nullptr;
+  GraphFacts facts_;
   std::shared_ptr<transform::RvdPlanCache> plans_ = std::make_shared<transform::RvdPlanCache>();
   transform::RvdCostFn cost_;
   struct KeyHash {

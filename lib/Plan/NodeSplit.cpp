@@ -2,6 +2,8 @@
 #include "nnsc/Plan/NodeSplit.h"
 
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -78,29 +80,61 @@ Status checkAnnotations(const ir::Graph &graph) {
   return Status::ok();
 }
 
+namespace {
+
+// bindNode's result depends only on the annotations and the shapes, and a
+// model repeats both in every layer: the search and the partitioner bind the
+// same (op, shapes) thousands of times on an 80-layer model. Per thread,
+// bounded: cleared when it grows past kBindMemoLimit entries.
+constexpr size_t kBindMemoLimit = 1 << 16;
+
+std::string bindKey(const ir::Graph &graph, const ir::Node &node) {
+  std::string key;
+  for (const std::string &text : node.annotations)
+    key.append(text).push_back('\n');
+  auto shapes = [&](const std::vector<int64_t> &ids) {
+    for (int64_t id : ids) {
+      for (int64_t d : graph.tensor(id).shape)
+        key.append(std::to_string(d)).push_back(',');
+      key.push_back(';');
+    }
+    key.push_back('|');
+  };
+  shapes(node.inputs);
+  shapes(node.outputs);
+  return key;
+}
+
+} // namespace
+
 Expected<ops::BoundAnno> bindNode(const ir::Graph &graph, const ir::Node &node) {
   if (node.annotations.empty())
     return errorf("{} is replicate-only (no partition annotation)", node.op);
+  thread_local std::unordered_map<std::string, Expected<ops::BoundAnno>> memo;
+  std::string key = bindKey(graph, node);
+  if (auto it = memo.find(key); it != memo.end())
+    return it->second;
   auto candidates = ops::parseCandidates(node.annotations);
-  if (!candidates)
-    return candidates.status();
-  return ops::bindFirstMatch(*candidates, shapesOf(graph, node.inputs),
-                             shapesOf(graph, node.outputs));
+  Expected<ops::BoundAnno> bound =
+      candidates ? ops::bindFirstMatch(*candidates, shapesOf(graph, node.inputs),
+                                       shapesOf(graph, node.outputs))
+                 : Expected<ops::BoundAnno>(candidates.status());
+  if (memo.size() >= kBindMemoLimit)
+    memo.clear();
+  memo.emplace(std::move(key), bound);
+  return bound;
 }
 
-Expected<ResolvedSplit> resolveSplit(const ir::Graph &graph, const ir::Node &node,
-                                     const proto::NodePlan &np) {
-  ResolvedSplit r;
-  if (np.num() <= 1) {
-    r.effect = wholeEffect(node);
-    return r;
-  }
-  if (node.annotations.empty())
-    return errorf("{} is replicate-only (no partition annotation) but the plan splits it into {}",
-                  node.op, np.num());
+namespace {
+
+// The split a NodePlan names, from the annotation and the shapes alone (what
+// resolveSplit adds, checkSplitOutputs, also reads the graph's uses).
+Expected<ResolvedSplit> bindSplit(const ir::Graph &graph, const ir::Node &node,
+                                  const proto::NodePlan &np) {
   auto bound = bindNode(graph, node);
   if (!bound)
     return bound.status();
+  ResolvedSplit r;
   r.ident = np.ident();
   if (r.ident.empty()) {
     auto at = ops::identAt(*bound, np.input(), np.dim());
@@ -111,11 +145,40 @@ Expected<ResolvedSplit> resolveSplit(const ir::Graph &graph, const ir::Node &nod
   auto effect = ops::splitEffect(*bound, r.ident, np.num(), std::max(1, np.interleave()));
   if (!effect)
     return effect.status();
-  NNSC_RETURN_IF_ERROR(checkSplitOutputs(graph, node, *effect, r.ident));
   r.num = np.num();
   r.identSize = bound->sizes.at(r.ident);
   r.effect = effect.take();
   return r;
+}
+
+} // namespace
+
+Expected<ResolvedSplit> resolveSplit(const ir::Graph &graph, const ir::Node &node,
+                                     const proto::NodePlan &np) {
+  if (np.num() <= 1) {
+    ResolvedSplit r;
+    r.effect = wholeEffect(node);
+    return r;
+  }
+  if (node.annotations.empty())
+    return errorf("{} is replicate-only (no partition annotation) but the plan splits it into {}",
+                  node.op, np.num());
+  // Partitioning and pricing a plan resolve every node's split several
+  // times, and every layer repeats the same ones: memoized per thread like
+  // bindNode's binding.
+  thread_local std::unordered_map<std::string, Expected<ResolvedSplit>> memo;
+  std::string key = fmt::format("{}#{}/{}/{}/{}/{}", bindKey(graph, node), np.ident(), np.input(),
+                                np.dim(), np.num(), np.interleave());
+  auto it = memo.find(key);
+  if (it == memo.end()) {
+    if (memo.size() >= kBindMemoLimit)
+      memo.clear();
+    it = memo.emplace(std::move(key), bindSplit(graph, node, np)).first;
+  }
+  if (!it->second)
+    return it->second.status();
+  NNSC_RETURN_IF_ERROR(checkSplitOutputs(graph, node, it->second->effect, it->second->ident));
+  return *it->second;
 }
 
 Status checkSplitOutputs(const ir::Graph &graph, const ir::Node &node,

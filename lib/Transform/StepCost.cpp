@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "nnsc/Plan/Memory.h"
 #include "nnsc/Plan/Pipeline.h"
@@ -74,11 +75,18 @@ std::vector<int> reducerRanks(const std::vector<int> &devices, int planNgpus, in
   return ranks;
 }
 
-int firstReader(const std::vector<cost::DevicePart> &parts, int64_t tensor) {
+// The index of the first part reading each tensor (tensor id -> part).
+int firstReadOn(const std::unordered_map<int64_t, int> &readers, int64_t tensor, size_t parts) {
+  auto it = readers.find(tensor);
+  return it == readers.end() ? static_cast<int>(parts) : it->second;
+}
+
+std::unordered_map<int64_t, int> firstReaders(const std::vector<cost::DevicePart> &parts) {
+  std::unordered_map<int64_t, int> first;
   for (size_t i = 0; i < parts.size(); ++i)
-    if (std::count(parts[i].inputIds.begin(), parts[i].inputIds.end(), tensor))
-      return static_cast<int>(i);
-  return static_cast<int>(parts.size());
+    for (int64_t t : parts[i].inputIds)
+      first.emplace(t, static_cast<int>(i));
+  return first;
 }
 
 void addGrads(const ir::Graph &graph, const proto::Plan &plan, const PartitionedGraph &pg,
@@ -88,6 +96,9 @@ void addGrads(const ir::Graph &graph, const proto::Plan &plan, const Partitioned
   for (const GradReducer &r : pg.reducers)
     for (int d : r.devices)
       holders[{r.tensor, d}] = r.devices;
+  std::vector<std::unordered_map<int64_t, int>> readers;
+  for (const cost::DeviceLoad &load : loads)
+    readers.push_back(firstReaders(load.parts));
   for (const ir::Tensor &t : graph.tensors()) {
     if (t.kind != ir::TensorKind::Param || !t.requiresGrad)
       continue;
@@ -101,7 +112,8 @@ void addGrads(const ir::Graph &graph, const proto::Plan &plan, const Partitioned
       double elements = static_cast<double>(ir::numel(piece->shape()));
       in.grads.push_back({t.id, static_cast<int64_t>(elements) * ir::dtypeSize(t.dtype),
                           reducerRanks(devices, plan.plan_ngpus(), copies),
-                          firstReader(loads[static_cast<size_t>(d)].parts, t.id)});
+                          firstReadOn(readers[static_cast<size_t>(d)], t.id,
+                                      loads[static_cast<size_t>(d)].parts.size())});
       in.trainableElements += elements;
       in.trainableTensors += 1;
     }

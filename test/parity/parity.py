@@ -439,6 +439,9 @@ def main():
                     help="also train a float64 reference and show distances to it")
     ap.add_argument("--attention", default="explicit", choices=["explicit", "sdpa", "auto"],
                     help="attention form of nanogpt and llama (export.py --attention)")
+    ap.add_argument("--causal", choices=["mask", "flag"],
+                    help="llama's SDPA causal form (export.py --causal): an additive mask or "
+                         "is_causal")
     ap.add_argument("--trace-device", choices=["meta", "cpu"],
                     help="nnsc-trace --device (default: nnsc-trace's own)")
     ap.add_argument("--recompute-modules",
@@ -475,6 +478,8 @@ def main():
     export = [PY, export_script(args.example), "--config", "tiny", "--out", f"{work}/model"]
     if args.example in ("nanogpt", "llama"):
         export += ["--attention", args.attention]
+    if args.causal is not None:
+        export += ["--causal", args.causal]
     if args.dropout is not None:
         export += ["--dropout", str(args.dropout)]
     if args.layers is not None:

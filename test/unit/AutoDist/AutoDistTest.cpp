@@ -154,3 +154,36 @@ TEST_CASE("an op that can only follow its producer joins the producer's decision
   CHECK(b.ops == 4);
   CHECK(b.problem.nodes.size() == 2);
 }
+
+TEST_CASE("a tensor a recompute group keeps is charged to its writer, at the size it writes",
+          "[autodist]") {
+  // fc writes h; the group {add, tanh} recomputes from h, so h is what the
+  // group keeps. Cut along the batch, fc writes (and the group keeps) half
+  // of h on each device: its options differ by h's half and x's half (fc
+  // saves x for its weight's gradient), not by h's half only when no group
+  // reads it. The group's own ops keep nothing of h.
+  testgraphs::Builder gb;
+  int64_t x = gb.input("x", {8, 16});
+  int64_t w = gb.param("fc.weight", {32, 16});
+  int64_t h = gb.op("aten::linear", {x, w}, {8, 32}, testgraphs::kLinear, "fc");
+  int64_t a = gb.op("aten::add", {h, h}, {8, 32}, "a b, a b -> a b", "blk");
+  int64_t t = gb.op("aten::tanh", {a}, {8, 32}, "a b -> a b", "blk");
+  int64_t l = gb.op("aten::sum", {t}, {1}, "a+ b+ -> 1", "loss");
+  gb.loss(l);
+  cost::Cluster cluster = h100();
+  autodist::Setting s;
+  s.planNgpus = 2;
+  s.recomputeGroup = {-1, 0, 0, -1};
+  autodist::RelayoutCache cache(cluster);
+  autodist::Built b = autodist::buildProblem(gb.graph, cluster, {}, s, cache);
+  const auto &fc = b.problem.nodes[static_cast<size_t>(b.decisionOf[0])];
+  int whole = optionNamed(b, 0, ""), batch = optionNamed(b, 0, "*0");
+  REQUIRE(whole >= 0);
+  REQUIRE(batch >= 0);
+  const double hBytes = 8 * 32 * 4, xBytes = 8 * 16 * 4;
+  CHECK(fc[static_cast<size_t>(whole)].memory - fc[static_cast<size_t>(batch)].memory ==
+        Approx(hBytes / 2 + xBytes / 2));
+  const auto &add = b.problem.nodes[static_cast<size_t>(b.decisionOf[1])];
+  for (const search::Option &o : add)
+    CHECK(o.memory == 0.0);
+}
