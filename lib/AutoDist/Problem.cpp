@@ -297,30 +297,25 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
   }
   // What a recompute group keeps: its inputs from outside the group, each
   // tensor once however many of its ops (or later groups: a mask, the
-  // rotary tables) read it. A kept tensor some planned node writes is
-  // charged to its writer's option, at the size that option writes (the
-  // residual stream cut along the sequence is kept cut); one nothing here
-  // writes (a graph input, another stage's output) to the group's first op,
-  // whole.
-  std::map<int, double> groupKeeps;
-  std::map<int, size_t> groupFirst;
+  // rotary tables) read it, at the size the op that first reads it there
+  // reads it (the runtime keeps the group's input as the group reads it,
+  // after any re-layout), so that op's options carry it. A tensor its
+  // writer already saves for backward outside any group is counted there.
+  std::map<size_t, std::vector<size_t>> keepsAt; // node -> inputs it keeps for its group
   std::set<int64_t> kept;
-  std::vector<bool> keptByGroup(graph.tensors().size(), false);
   for (size_t k = 0; k < nodes.size(); ++k) {
     int g = s.recomputeGroup.empty() ? -1 : s.recomputeGroup[k];
     if (g < 0 || !planned(k))
       continue;
-    groupFirst.emplace(g, k);
-    for (int64_t t : nodes[k].inputs) {
-      const ir::Tensor &tensor = graph.tensor(t);
+    for (size_t i = 0; i < nodes[k].inputs.size(); ++i) {
+      int64_t t = nodes[k].inputs[i];
       auto p = producer.find(t);
       bool inside = p != producer.end() && s.recomputeGroup[p->second.first] == g;
-      if (inside || isState(tensor) || !kept.insert(t).second)
+      bool savedByWriter = p != producer.end() && s.recomputeGroup[p->second.first] < 0 &&
+                           saved[static_cast<size_t>(t)];
+      if (inside || savedByWriter || isState(graph.tensor(t)) || !kept.insert(t).second)
         continue;
-      if (p != producer.end())
-        keptByGroup[static_cast<size_t>(t)] = true;
-      else
-        groupKeeps[g] += static_cast<double>(ir::numel(tensor.shape) * ir::dtypeSize(tensor.dtype));
+      keepsAt[k].push_back(i);
     }
   }
 
@@ -402,16 +397,12 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
             opt.memory += shapes.inputs[static_cast<size_t>(i)].bytes();
         }
         for (size_t q = 0; q < node.outputs.size(); ++q)
-          if (saved[static_cast<size_t>(node.outputs[q])] ||
-              keptByGroup[static_cast<size_t>(node.outputs[q])])
+          if (saved[static_cast<size_t>(node.outputs[q])])
             opt.memory += shapes.outputs[q].bytes();
         opt.memory += c.saved.extraBytes;
-      } else {
-        if (groupFirst[group] == k)
-          opt.memory += groupKeeps[group];
-        for (size_t q = 0; q < node.outputs.size(); ++q)
-          if (keptByGroup[static_cast<size_t>(node.outputs[q])])
-            opt.memory += shapes.outputs[q].bytes();
+      } else if (auto keeps = keepsAt.find(k); keeps != keepsAt.end()) {
+        for (size_t i : keeps->second)
+          opt.memory += shapes.inputs[i].bytes();
       }
       opt.memory *= s.inFlight; // activations only: the weights follow
       // Weights this option holds first: their bytes, and their gradients'

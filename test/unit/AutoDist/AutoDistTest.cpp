@@ -155,13 +155,15 @@ TEST_CASE("an op that can only follow its producer joins the producer's decision
   CHECK(b.problem.nodes.size() == 2);
 }
 
-TEST_CASE("a tensor a recompute group keeps is charged to its writer, at the size it writes",
+TEST_CASE("a tensor a recompute group keeps is charged to the op that reads it there, at the "
+          "size it reads",
           "[autodist]") {
   // fc writes h; the group {add, tanh} recomputes from h, so h is what the
-  // group keeps. Cut along the batch, fc writes (and the group keeps) half
-  // of h on each device: its options differ by h's half and x's half (fc
-  // saves x for its weight's gradient), not by h's half only when no group
-  // reads it. The group's own ops keep nothing of h.
+  // group keeps, as add reads it: whole when add is whole, half of it when
+  // add is cut (the runtime keeps the group's input after any re-layout).
+  // fc's options differ by x's half only (fc saves x for its weight's
+  // gradient): h is not fc's to keep, and add counts it once though it
+  // reads it twice.
   testgraphs::Builder gb;
   int64_t x = gb.input("x", {8, 16});
   int64_t w = gb.param("fc.weight", {32, 16});
@@ -176,14 +178,26 @@ TEST_CASE("a tensor a recompute group keeps is charged to its writer, at the siz
   s.recomputeGroup = {-1, 0, 0, -1};
   autodist::RelayoutCache cache(cluster);
   autodist::Built b = autodist::buildProblem(gb.graph, cluster, {}, s, cache);
+  const double hBytes = 8 * 32 * 4, xBytes = 8 * 16 * 4;
   const auto &fc = b.problem.nodes[static_cast<size_t>(b.decisionOf[0])];
   int whole = optionNamed(b, 0, ""), batch = optionNamed(b, 0, "*0");
   REQUIRE(whole >= 0);
   REQUIRE(batch >= 0);
-  const double hBytes = 8 * 32 * 4, xBytes = 8 * 16 * 4;
   CHECK(fc[static_cast<size_t>(whole)].memory - fc[static_cast<size_t>(batch)].memory ==
-        Approx(hBytes / 2 + xBytes / 2));
+        Approx(xBytes / 2));
+  REQUIRE(b.decisionOf[1] != b.decisionOf[0]);
   const auto &add = b.problem.nodes[static_cast<size_t>(b.decisionOf[1])];
-  for (const search::Option &o : add)
-    CHECK(o.memory == 0.0);
+  int addWhole = optionNamed(b, 1, ""), addCut = optionNamed(b, 1, "a");
+  REQUIRE(addWhole >= 0);
+  REQUIRE(addCut >= 0);
+  // The decision's option under which add takes its option `o`.
+  auto under = [&](int o) {
+    for (size_t d = 0; d < b.optionOf[1].size(); ++d)
+      if (b.optionOf[1][d] == o)
+        return add[d].memory;
+    FAIL("no decision option takes add's option " << o);
+    return 0.0;
+  };
+  CHECK(under(addWhole) == Approx(hBytes));
+  CHECK(under(addCut) == Approx(hBytes / 2));
 }
