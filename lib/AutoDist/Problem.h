@@ -44,8 +44,6 @@ struct OpOption {
   int interleave = 1; ///< a pinned interleaved cut (Constraints.h)
 };
 
-/// Re-layout prices by (shape, producer layout, consumer layout): the same
-/// tensors recur in every layer, so each pair is searched once.
 /// What a search needs of every node that no configuration changes: its
 /// name in messages, the tensors a gradient flows through, the activations
 /// some op saves for backward (whatever the split).
@@ -55,6 +53,8 @@ struct GraphFacts {
   std::vector<bool> saved;
 };
 
+/// Re-layout prices by (shape, producer layout, consumer layout): the same
+/// tensors recur in every layer, so each pair is searched once.
 class RelayoutCache {
 public:
   RelayoutCache(const cost::Cluster &cluster);
