@@ -144,33 +144,47 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
   return Status::ok();
 }
 
-Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
-                     std::ostream &out, const PlanCheck &check, const PrintOptions &printOptions) {
+namespace {
+
+// A plan written before and the graph it was made for (readPlanGraph).
+struct SavedPlan {
+  proto::Plan plan;
+  ir::Graph graph;
+};
+
+Expected<SavedPlan> readSavedPlan(const std::string &planPath, const std::string &graphOverride) {
   auto plan = readPlan(planPath);
   if (!plan)
     return plan.status();
   auto graph = readPlanGraph(*plan, planPath, graphOverride);
   if (!graph)
     return graph.status();
-  auto extra = runCheck(check, *plan, *graph);
+  return SavedPlan{plan.take(), graph.take()};
+}
+
+} // namespace
+
+Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
+                     std::ostream &out, const PlanCheck &check, const PrintOptions &printOptions) {
+  auto saved = readSavedPlan(planPath, graphOverride);
+  if (!saved)
+    return saved.status();
+  auto extra = runCheck(check, saved->plan, saved->graph);
   if (!extra)
     return extra.status().withContext(planPath);
-  printPlan(*plan, *graph, out, printOptions);
+  printPlan(saved->plan, saved->graph, out, printOptions);
   out << *extra;
   return Status::ok();
 }
 
 Status reportPlanFile(const std::string &planPath, const std::string &graphOverride,
                       const PlanOutputs &outputs, std::ostream &log) {
-  auto plan = readPlan(planPath);
-  if (!plan)
-    return plan.status();
-  auto graph = readPlanGraph(*plan, planPath, graphOverride);
-  if (!graph)
-    return graph.status();
+  auto saved = readSavedPlan(planPath, graphOverride);
+  if (!saved)
+    return saved.status();
   if (!outputs.reportPage)
     return Status::error("error: no report page maker given for " + outputs.report);
-  auto page = outputs.reportPage(*plan, *graph);
+  auto page = outputs.reportPage(saved->plan, saved->graph);
   if (!page)
     return page.status().withContext(planPath);
   NNSC_RETURN_IF_ERROR(writeFileAtomic(outputs.report, *page));
