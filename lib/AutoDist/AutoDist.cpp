@@ -158,38 +158,6 @@ Expected<proto::Plan> materialize(const ir::Graph &graph, const PlanShape &shape
   return plan;
 }
 
-// The plan's exact prices: partitioned, every device's step and memory.
-Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
-                       const cost::Cluster &cluster, const Options &options,
-                       RelayoutCache &cache) {
-  NNSC_RETURN_IF_ERROR(plan::validatePlan(plan, graph));
-  transform::PartitionOptions partition;
-  partition.search.cost = transform::tableRvdCost(cluster);
-  partition.search.cache = cache.plans(); // every layer's adapters searched once
-  auto pg = transform::partitionGraph(graph, plan, partition);
-  if (!pg)
-    return pg.status();
-  cost::StepOptions step;
-  step.microBatches = plan.micro_batches();
-  step.memory = options.memory;
-  step.memory.zero = plan.zero();
-  step.memory.dpSize = plan.runtime_ngpus() / plan.plan_ngpus();
-  auto steps = transform::estimateStep(graph, plan, *pg, cluster, step);
-  if (!steps)
-    return steps.status();
-  Priced p;
-  for (const cost::StepBreakdown &b : *steps)
-    if (b.total() > p.step) {
-      p.step = b.total();
-      p.bubble = b.bubbleSeconds;
-    }
-  for (const cost::DeviceMemory &m : plan::estimateMemory(graph, plan, step.memory)) {
-    p.deviceMemory.push_back(m.total());
-    p.memory = std::max(p.memory, m.total());
-  }
-  return p;
-}
-
 // The largest product of option counts over the nodes that are alive
 // between two positions (the dynamic program's frontier).
 int64_t largestFrontier(const search::Problem &p) {

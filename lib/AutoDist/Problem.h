@@ -7,6 +7,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "nnsc/AutoDist/AutoDist.h"
@@ -74,8 +75,13 @@ public:
                                        bool replicateOnly);
   /// The graph's GraphFacts, found once per search (per graph).
   const GraphFacts &facts(const ir::Graph &graph);
+  /// The node ranges of the graph's repeated blocks (Repeats.h
+  /// instanceRanges), found once per search (per graph).
+  const std::vector<std::pair<size_t, size_t>> &layerRanges(const ir::Graph &graph);
 
 private:
+  const ir::Graph *rangesOf_ = nullptr;
+  std::vector<std::pair<size_t, size_t>> layerRanges_;
   std::map<std::tuple<int64_t, int, bool>, std::vector<OpOption>> options_;
   const ir::Graph *factsOf_ = nullptr;
   GraphFacts facts_;

@@ -41,9 +41,8 @@ bool inside(const ir::Node &node, const std::string &path) {
                      [&](const ir::ModuleFrame &f) { return f.path == path; });
 }
 
-// Each instance's node range [begin, end), when the instances are
-// contiguous, equally long and alike op by op (op, output shapes, the kind
-// of every input); else empty.
+} // namespace
+
 std::vector<std::pair<size_t, size_t>> instanceRanges(const ir::Graph &graph,
                                                       const RepeatedBlocks &blocks) {
   const auto &nodes = graph.nodes();
@@ -78,6 +77,8 @@ std::vector<std::pair<size_t, size_t>> instanceRanges(const ir::Graph &graph,
   }
   return ranges;
 }
+
+namespace {
 
 bool sameOptions(const Built &built, int d, int r) {
   const auto &a = built.problem.nodes[static_cast<size_t>(d)];

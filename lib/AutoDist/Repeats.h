@@ -3,6 +3,7 @@
 // repeats (transformer layers), and which decisions of a built problem copy
 // the first instance's, so the solver folds them (Search/Repeated.h).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "Problem.h"
@@ -17,6 +18,12 @@ struct RepeatedBlocks {
 };
 
 RepeatedBlocks repeatedBlocks(const ir::Graph &graph);
+
+/// Each instance's node range [begin, end), in order, when the instances
+/// are contiguous, equally long and alike op by op (op, output shapes, the
+/// kind and shape of every input); else empty.
+std::vector<std::pair<size_t, size_t>> instanceRanges(const ir::Graph &graph,
+                                                      const RepeatedBlocks &blocks);
 
 /// Per decision of `built`: itself, or the decision of the first instance
 /// it copies (Search/Repeated.h). Empty when the instances are not copies

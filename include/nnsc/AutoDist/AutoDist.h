@@ -74,6 +74,11 @@ struct Options {
   /// not grow with depth. false: every op of every layer on its own (layers
   /// may differ; slower).
   bool foldRepeats = true;
+  /// Price every found plan on the whole graph. false (the default): a plan
+  /// that cuts its repeated layers in runs of alike instances is priced on
+  /// two instances of each run and one more, and the rest counted
+  /// (Pricing.cpp), so pricing does not grow with depth either.
+  bool priceWholeGraph = false;
   /// A constraints file (Plan/Constraints.h): the options each op may take;
   /// the seed policies' plans must obey it too.
   std::optional<plan::Constraints> constraints;
