@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -210,12 +211,122 @@ std::string constraintNote(const ir::Graph &graph, const Built &built, const Opt
                      plan::describeNode(graph.nodes()[k]), plan::formatBytes(*most));
 }
 
+// A configuration's problem built on a probe (Probes.h): the graph cut to
+// three instances of each run of alike layers (recomputed or not; fewer
+// where the run is shorter), the middle one's prices counted once for every
+// instance of the run between its first and last. The first and last keep
+// their own: what comes before and after them differs. Folded (every
+// instance cut alike, Search/Repeated.h), it is the whole problem's folded
+// problem, for a build that does not grow with depth.
+struct ProblemProbe {
+  const ir::Graph *graph = nullptr; ///< the cut graph (owned by the cache)
+  Setting setting;                  ///< over its nodes
+  std::vector<size_t> nodeOf;       ///< per node of the whole graph: the probe node for it
+  std::vector<std::pair<size_t, size_t>> ranges; ///< its instances
+  std::vector<double> weight;                    ///< per probe instance: instances it stands for
+};
+
+std::optional<ProblemProbe> problemProbe(const ir::Graph &graph, const Options &options,
+                                         const Setting &setting, RelayoutCache &cache) {
+  const auto &ranges = cache.layerRanges(graph);
+  if (!options.foldRepeats || options.wholeGraph || setting.constraints ||
+      !setting.inStage.empty() || !setting.replicateOnly.empty() || ranges.size() < 4)
+    return std::nullopt;
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first != ranges[i - 1].second)
+      return std::nullopt; // ops between the layers
+  const std::vector<int> &groups = setting.recomputeGroup;
+  auto groupAt = [&](size_t k) { return groups.empty() ? -1 : groups[k]; };
+  // Runs of instances alike in recompute; each instance's group its own.
+  std::vector<bool> recomputed;
+  for (const auto &[begin, end] : ranges) {
+    int g = groupAt(begin);
+    for (size_t k = begin; k < end; ++k)
+      if (groupAt(k) != g)
+        return std::nullopt;
+    recomputed.push_back(g >= 0);
+  }
+  for (size_t k = 0; k < graph.nodes().size(); ++k)
+    if (groupAt(k) >= 0 && (k < ranges.front().first || k >= ranges.back().second))
+      return std::nullopt; // a group outside the layers
+  std::set<int> seen;
+  for (const auto &r : ranges)
+    if (groupAt(r.first) >= 0 && !seen.insert(groupAt(r.first)).second)
+      return std::nullopt; // a group over several layers
+  ProblemProbe p;
+  std::vector<size_t> slotOf(ranges.size());
+  for (size_t i = 0; i < ranges.size();) {
+    size_t j = i;
+    while (j < ranges.size() && recomputed[j] == recomputed[i])
+      ++j;
+    const size_t length = j - i, first = p.weight.size();
+    for (size_t q = 0; q < std::min<size_t>(length, 3); ++q)
+      p.weight.push_back(q == 1 && length > 3 ? static_cast<double>(length - 2) : 1.0);
+    for (size_t q = 0; q < length; ++q)
+      slotOf[i + q] = first + (length <= 3 ? q : q == 0 ? 0 : q == length - 1 ? 2 : 1);
+    i = j;
+  }
+  const size_t slots = p.weight.size();
+  if (slots >= ranges.size())
+    return std::nullopt;
+  const Probe &probe = cache.truncated(graph, slots);
+  p.graph = &probe.graph;
+  p.ranges.assign(ranges.begin(), ranges.begin() + static_cast<std::ptrdiff_t>(slots));
+  const size_t shift = ranges.back().second - p.ranges.back().second;
+  p.nodeOf.resize(graph.nodes().size());
+  for (size_t k = 0; k < graph.nodes().size(); ++k)
+    if (k < ranges.front().first)
+      p.nodeOf[k] = k;
+    else if (k >= ranges.back().second)
+      p.nodeOf[k] = k - shift;
+  for (size_t i = 0; i < ranges.size(); ++i)
+    for (size_t k = ranges[i].first; k < ranges[i].second; ++k)
+      p.nodeOf[k] = p.ranges[slotOf[i]].first + (k - ranges[i].first);
+  p.setting = setting;
+  p.setting.recomputeGroup.assign(probe.graph.nodes().size(), -1);
+  p.setting.weight.assign(probe.graph.nodes().size(), 1.0);
+  for (size_t s = 0; s < slots; ++s)
+    for (size_t k = p.ranges[s].first; k < p.ranges[s].second; ++k)
+      p.setting.weight[k] = p.weight[s];
+  for (size_t s = 0; s < slots; ++s)
+    for (size_t i = 0; i < ranges.size(); ++i)
+      if (slotOf[i] == s) {
+        if (recomputed[i])
+          for (size_t k = p.ranges[s].first; k < p.ranges[s].second; ++k)
+            p.setting.recomputeGroup[k] = static_cast<int>(s);
+        break;
+      }
+  return p;
+}
+
+// Decisions with a choice, each counted for the instances it stands for
+// (by its first op): the whole problem's count.
+int weighedDecisions(const Built &built, const std::vector<double> &weight) {
+  std::vector<double> of(built.problem.nodes.size(), 0.0);
+  for (size_t k = 0; k < built.decisionOf.size(); ++k) {
+    double &w = of[static_cast<size_t>(built.decisionOf[k])];
+    if (w == 0)
+      w = weight[k];
+  }
+  double decisions = 0;
+  for (size_t d = 0; d < of.size(); ++d)
+    if (built.problem.nodes[d].size() > 1)
+      decisions += of[d];
+  return static_cast<int>(decisions);
+}
+
 // Searches one configuration: solve, price exactly, and where the exact
 // memory passes the limit solve again under a limit lowered by the excess.
 Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,
                      const Setting &setting, double limit, RelayoutCache &cache,
-                     const RepeatedBlocks &blocks) {
+                     const RepeatedBlocks &blocks, bool probed = true) {
   auto t0 = Clock::now();
+  std::optional<ProblemProbe> probe;
+  if (probed)
+    probe = problemProbe(graph, options, setting, cache);
+  // The graph the problem is built on, and the node of it for each node.
+  const ir::Graph &built_on = probe ? *probe->graph : graph;
+  auto nodeFor = [&](size_t k) { return probe ? probe->nodeOf[k] : k; };
   Outcome out;
   Trial &t = out.trial;
   t.planNgpus = setting.planNgpus;
@@ -224,10 +335,12 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
   t.source = "search";
   for (int g : setting.recomputeGroup)
     t.recomputeLayers = std::max(t.recomputeLayers, g + 1);
-  Built built = buildProblem(graph, cluster, options, setting, cache);
+  Built built = buildProblem(built_on, cluster, options, probe ? probe->setting : setting, cache);
+  if (probe)
+    built.decisions = weighedDecisions(built, probe->setting.weight);
   t.decisions = built.decisions;
   t.states = largestFrontier(built.problem);
-  t.ops = built.ops;
+  t.ops = static_cast<int>(graph.nodes().size());
   if (!built.infeasible.empty()) {
     t.why = built.infeasible;
     t.searchSeconds = secondsSince(t0);
@@ -246,23 +359,27 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
         std::string m;
         for (size_t q = 0; q < built.decisionOf.size(); ++q)
           if (built.decisionOf[q] == static_cast<int>(k))
-            m += " " + std::to_string(q) + ":" + graph.nodes()[q].op.substr(6);
+            m += " " + std::to_string(q) + ":" + built_on.nodes()[q].op.substr(6);
         std::fprintf(stderr, "long-lived %s: %zu options, last use %d (%s)\n",
                      built.problem.nodeNames[k].c_str(), built.problem.nodes[k].size(), lastUse[k],
                      built.problem.nodeNames[static_cast<size_t>(lastUse[k])].c_str());
         std::fprintf(stderr, "  members%s\n", m.substr(0, 600).c_str());
       }
-    std::fprintf(stderr, "T=%d nodes %zu decisions %d frontier %lld, %lld re-layout searches\n",
-                 setting.planNgpus, built.problem.nodes.size(), built.decisions,
+    std::fprintf(stderr, "T=%d nodes %zu%s decisions %d frontier %lld, %lld re-layout searches\n",
+                 setting.planNgpus, built.problem.nodes.size(), probe ? " (probe)" : "",
+                 built.decisions,
                  static_cast<long long>(t.states), static_cast<long long>(cache.searches()));
   }
   // Layers alike are solved once: every instance takes the first's options.
   std::vector<int> rep;
   if (options.foldRepeats)
-    rep = representatives(graph, built, blocks);
+    rep = representatives(built, probe ? probe->ranges : cache.layerRanges(graph));
   t.folded = !rep.empty();
+  if (probe && !t.folded) // the probe stands for the whole only folded
+    return solveSetting(graph, cluster, options, setting, limit, cache, blocks, false);
   double dpLimit = limit;
   const double least = search::leastMemory(built.problem);
+  out.leastBytes = least;
   for (int attempt = 0; attempt < 4; ++attempt) {
     built.problem.memoryLimit = dpLimit;
     if (least > dpLimit) {
@@ -272,6 +389,8 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
     }
     auto tSolve = Clock::now();
     auto sol = solveFoldable(built.problem, rep, options, t.folded);
+    if (probe && !t.folded)
+      return solveSetting(graph, cluster, options, setting, limit, cache, blocks, false);
     if (!t.folded)
       rep.clear();
     if (std::getenv("NNSC_AUTODIST_DEBUG"))
@@ -284,7 +403,8 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
     }
     PlanShape shape{setting.planNgpus, options.runtimeNgpus, setting.microBatches, setting.zero};
     auto plan = materialize(
-        graph, shape, [&](size_t k) -> const OpOption & { return chosenOption(built, sol->choice, k); },
+        graph, shape,
+        [&](size_t k) -> const OpOption & { return chosenOption(built, sol->choice, nodeFor(k)); },
         setting.recomputeGroup);
     if (!plan) {
       t.why = plan.status().message();
@@ -439,7 +559,9 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
         sizes.push_back(t);
 
   std::vector<proto::Plan> plans;
+  double lastLeast = 0; // the least memory of the last kept search
   auto keep = [&](Outcome o) {
+    lastLeast = o.leastBytes;
     result.trials.push_back(o.trial);
     plans.push_back(std::move(o.plan));
     return result.trials.back();
@@ -473,40 +595,61 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
       Trial first = keep(solveSetting(graph, cluster, options, s, result.memLimit, cache, blocks));
       bool fits = first.fits;
       if (!fits && options.recompute == Options::Recompute::Auto && !blocks.paths.empty()) {
-        // The fewest recomputed layers that fit: memory falls as layers are
-        // added, so bisect.
-        int lo = 1, hi = static_cast<int>(blocks.paths.size()), best = -1;
-        {
-          // Every instance first: where even that does not fit, no count does.
+        // The fewest recomputed layers that fit. The problem's least memory
+        // falls by the same bytes for every layer recomputed (the layers are
+        // alike), so the count where it meets the limit is a lower bound;
+        // the exact memory adds the transient peak on top. Aim there, then
+        // step by the excess over the limit, bisecting what is left.
+        const double least0 = lastLeast;
+        const int layers = static_cast<int>(blocks.paths.size());
+        int lo = 1, hi = layers, best = -1;
+        double perLayer = 0;
+        // Every instance's group, once: the first `count` instances' groups
+        // are those numbered below count (numbered in node order).
+        auto allGroups = recomputeGroups(graph, firstInstances(blocks, layers));
+        if (!allGroups)
+          return allGroups.status();
+        auto tryCount = [&](int count) -> Expected<Trial> {
+          auto sel = firstInstances(blocks, count);
           Setting r = s;
-          auto g = recomputeGroups(graph, firstInstances(blocks, hi));
-          if (!g)
-            return g.status();
-          r.recomputeGroup = *g;
-          Trial all = keep(solveSetting(graph, cluster, options, r, result.memLimit, cache, blocks));
-          if (all.fits) {
-            best = hi;
-            chosenRecompute = firstInstances(blocks, hi);
-            hi -= 1;
-          } else {
-            lo = hi + 1;
-          }
-        }
-        while (lo <= hi) {
-          int mid = (lo + hi) / 2;
-          auto sel = firstInstances(blocks, mid);
-          auto g = recomputeGroups(graph, sel);
-          if (!g)
-            return g.status();
-          Setting r = s;
-          r.recomputeGroup = *g;
+          r.recomputeGroup = *allGroups;
+          for (int &g : r.recomputeGroup)
+            g = g < count ? g : -1;
           Trial tr = keep(solveSetting(graph, cluster, options, r, result.memLimit, cache, blocks));
           if (tr.fits) {
-            best = mid;
+            best = count;
             chosenRecompute = sel;
+          }
+          return tr;
+        };
+        // Every instance first: where even that does not fit, no count does.
+        auto all = tryCount(layers);
+        if (!all)
+          return all.status();
+        if (all->fits) {
+          hi = layers - 1;
+          perLayer = (least0 - lastLeast) / layers;
+        } else {
+          lo = hi + 1;
+        }
+        int guess = -1;
+        if (perLayer > 0 && least0 > result.memLimit)
+          guess = static_cast<int>(std::ceil((least0 - result.memLimit) / perLayer));
+        lo = std::max(lo, guess - 1); // one below, for layers not quite alike
+        while (lo <= hi) {
+          int mid = guess >= lo && guess <= hi ? guess : (lo + hi) / 2;
+          auto tr = tryCount(mid);
+          if (!tr)
+            return tr.status();
+          if (tr->fits) {
             hi = mid - 1;
+            guess = -1;
           } else {
             lo = mid + 1;
+            guess = tr->memoryBytes > result.memLimit && perLayer > 0
+                        ? mid + static_cast<int>(
+                                    std::ceil((tr->memoryBytes - result.memLimit) / perLayer))
+                        : -1;
           }
         }
         fits = best > 0;

@@ -69,6 +69,9 @@ Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
 struct Outcome {
   Trial trial;
   proto::Plan plan;
+  /// The least memory per device of any plan the problem holds (0: none
+  /// was built): the lower bound the recompute count is aimed with.
+  double leastBytes = 0;
 };
 
 /// Records a priced plan in `out` (step, memory, pipeline waiting, the plan)

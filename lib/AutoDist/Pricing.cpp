@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "Internal.h"
+#include "Probes.h"
 #include "Problem.h"
 #include "Repeats.h"
 #include "nnsc/Plan/Memory.h"
@@ -38,25 +39,43 @@ struct Prices {
   std::vector<double> memory;
 };
 
+cost::StepOptions stepOptionsOf(const proto::Plan &plan, const Options &options) {
+  cost::StepOptions step;
+  step.microBatches = plan.micro_batches();
+  step.memory = options.memory;
+  step.memory.zero = plan.zero();
+  step.memory.dpSize = plan.runtime_ngpus() / plan.plan_ngpus();
+  return step;
+}
+
+// `inputs`, when given (a plan of one stage), gets every device's step
+// input.
 Expected<Prices> priceWhole(const ir::Graph &graph, const proto::Plan &plan,
                             const cost::Cluster &cluster, const Options &options,
-                            RelayoutCache &cache) {
+                            RelayoutCache &cache, std::vector<cost::StepInput> *inputs = nullptr) {
   transform::PartitionOptions partition;
   partition.search.cost = transform::tableRvdCost(cluster);
   partition.search.cache = cache.plans(); // every layer's adapters searched once
   auto pg = transform::partitionGraph(graph, plan, partition);
   if (!pg)
     return pg.status();
-  cost::StepOptions step;
-  step.microBatches = plan.micro_batches();
-  step.memory = options.memory;
-  step.memory.zero = plan.zero();
-  step.memory.dpSize = plan.runtime_ngpus() / plan.plan_ngpus();
-  auto steps = transform::estimateStep(graph, plan, *pg, cluster, step);
-  if (!steps)
-    return steps.status();
+  cost::StepOptions step = stepOptionsOf(plan, options);
   Prices p;
-  p.steps = steps.take();
+  if (inputs) {
+    step.microBatches = std::max(1, plan.micro_batches());
+    *inputs = transform::stepInputs(graph, plan, *pg);
+    for (const cost::StepInput &in : *inputs) {
+      auto s = cost::stepTime(in, cluster, step);
+      if (!s)
+        return s.status();
+      p.steps.push_back(*s);
+    }
+  } else {
+    auto steps = transform::estimateStep(graph, plan, *pg, cluster, step);
+    if (!steps)
+      return steps.status();
+    p.steps = steps.take();
+  }
   for (const cost::DeviceMemory &m : plan::estimateMemory(graph, plan, step.memory))
     p.memory.push_back(m.total());
   return p;
@@ -100,6 +119,9 @@ std::vector<Run> runsOf(const proto::Plan &plan,
                         const std::vector<std::pair<size_t, size_t>> &ranges) {
   if (ranges.size() <= kKept + 1 || plan::physicalStages(plan) > 1 || plan.stages_size() > 1)
     return {};
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first != ranges[i - 1].second)
+      return {}; // ops between the layers
   for (int k = 0; k < plan.nodes_size(); ++k)
     if (plan.nodes(k).node() != k)
       return {};
@@ -139,100 +161,6 @@ std::vector<Run> runsOf(const proto::Plan &plan,
   return anyLong ? runs : std::vector<Run>{};
 }
 
-// The graph and plan with only the instances `keep` says of the repeated
-// block: a node that read a tensor written in a left-out instance reads the
-// same tensor of the last kept instance before it.
-struct Probe {
-  ir::Graph graph;
-  proto::Plan plan;
-};
-
-Probe probeOf(const ir::Graph &graph, const proto::Plan &plan,
-              const std::vector<std::pair<size_t, size_t>> &ranges,
-              const std::vector<bool> &keep) {
-  const auto &nodes = graph.nodes();
-  std::vector<int> instanceOf(nodes.size(), -1);
-  for (size_t i = 0; i < ranges.size(); ++i)
-    for (size_t k = ranges[i].first; k < ranges[i].second; ++k)
-      instanceOf[k] = static_cast<int>(i);
-  // The kept instance a left-out one stands for: the last kept before it.
-  std::vector<size_t> standIn(ranges.size());
-  for (size_t i = 0, last = 0; i < ranges.size(); ++i) {
-    if (keep[i])
-      last = i;
-    standIn[i] = last;
-  }
-  // Each tensor written in a left-out instance -> its stand-in's.
-  std::vector<int64_t> mapTo(graph.tensors().size());
-  for (size_t t = 0; t < mapTo.size(); ++t)
-    mapTo[t] = static_cast<int64_t>(t);
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    int i = instanceOf[k];
-    if (i < 0 || keep[static_cast<size_t>(i)])
-      continue;
-    size_t s = standIn[static_cast<size_t>(i)];
-    const ir::Node &mirror = nodes[ranges[s].first + (k - ranges[static_cast<size_t>(i)].first)];
-    for (size_t q = 0; q < nodes[k].outputs.size(); ++q)
-      mapTo[static_cast<size_t>(nodes[k].outputs[q])] = mirror.outputs[q];
-  }
-  auto fix = [&](std::vector<int64_t> &ids) {
-    for (int64_t &id : ids)
-      id = mapTo[static_cast<size_t>(id)];
-  };
-
-  Probe p;
-  p.graph.name = graph.name;
-  p.graph.source = graph.source;
-  p.graph.inputs = graph.inputs;
-  p.graph.outputs = graph.outputs;
-  p.graph.lossOutput = graph.lossOutput;
-  p.graph.weightsWritten = graph.weightsWritten;
-  p.graph.stateUpdates = graph.stateUpdates;
-  p.graph.tensors() = graph.tensors();
-  p.plan = plan;
-  p.plan.clear_nodes();
-  std::map<int, int> groups; // recompute group -> its number in the probe
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (instanceOf[k] >= 0 && !keep[static_cast<size_t>(instanceOf[k])])
-      continue;
-    ir::Node n = nodes[k];
-    fix(n.inputs);
-    p.graph.nodes().push_back(std::move(n));
-    proto::NodePlan np = plan.nodes(static_cast<int>(k));
-    np.set_node(static_cast<int64_t>(p.plan.nodes_size()));
-    if (np.recompute_group() >= 0)
-      np.set_recompute_group(
-          groups.emplace(np.recompute_group(), static_cast<int>(groups.size())).first->second);
-    *p.plan.add_nodes() = std::move(np);
-  }
-  fix(p.graph.outputs);
-  for (ir::StateUpdate &u : p.graph.stateUpdates)
-    u.value = mapTo[static_cast<size_t>(u.value)];
-
-  // Only the tensors the probe still uses, renumbered.
-  std::vector<bool> used(graph.tensors().size(), false);
-  auto use = [&](const std::vector<int64_t> &ids) {
-    for (int64_t id : ids)
-      used[static_cast<size_t>(id)] = true;
-  };
-  use(p.graph.inputs);
-  use(p.graph.outputs);
-  for (const ir::Node &n : p.graph.nodes()) {
-    use(n.inputs);
-    use(n.outputs);
-  }
-  for (const ir::StateUpdate &u : p.graph.stateUpdates)
-    used[static_cast<size_t>(u.state)] = used[static_cast<size_t>(u.value)] = true;
-  std::vector<int64_t> renumbered(used.size(), -1);
-  for (size_t t = 0, next = 0; t < used.size(); ++t)
-    if (used[t])
-      renumbered[t] = static_cast<int64_t>(next++);
-  for (proto::InputPlan &in : *p.plan.mutable_inputs())
-    in.set_tensor(renumbered[static_cast<size_t>(in.tensor())]);
-  p.graph.compact(used);
-  return p;
-}
-
 // t += times * (b - a), field by field: what `times` more instances add,
 // where b priced one instance more than a.
 void addInstances(cost::StepBreakdown &t, const cost::StepBreakdown &a,
@@ -250,6 +178,95 @@ void addInstances(cost::StepBreakdown &t, const cost::StepBreakdown &a,
   t.buckets += static_cast<int>(times * (b.buckets - a.buckets));
 }
 
+// The reducers of the whole plan, from the base probe's step inputs. Their
+// overlap with the backward is no sum over layers (the buckets fill across
+// them, and a table's time is piecewise in the bytes), so the whole graph's
+// gradients are laid out: each instance left out has its stand-in's
+// gradients (the last kept instance before it), ready where its own place
+// in the backward puts them, and bucketed as the runtime does. Returns
+// false where the device's parts do not run in the layers' order (the
+// counted reducers then stand).
+Expected<bool> wholeReducers(const ir::Graph &graph, const Probe &base,
+                             const std::vector<std::pair<size_t, size_t>> &ranges,
+                             const std::vector<bool> &keep, const cost::StepInput &in,
+                             const cost::Cluster &cluster, const cost::StepOptions &step,
+                             cost::StepBreakdown &out) {
+  const int layers = static_cast<int>(ranges.size());
+  std::vector<int> standIn(ranges.size());
+  for (int i = 0, last = 0; i < layers; ++i) {
+    if (keep[static_cast<size_t>(i)])
+      last = i;
+    standIn[static_cast<size_t>(i)] = last;
+  }
+  // Where each part lies: -1 before the layers, `layers` after, else its
+  // (kept) instance; in program order these never go back.
+  std::vector<int> at(in.parts.size());
+  for (size_t p = 0; p < in.parts.size(); ++p) {
+    size_t k = base.source[static_cast<size_t>(in.parts[p].node->id)];
+    if (k < ranges.front().first)
+      at[p] = -1;
+    else if (k >= ranges.back().second)
+      at[p] = layers;
+    else
+      at[p] = static_cast<int>(std::upper_bound(ranges.begin(), ranges.end(),
+                                                std::make_pair(k, ~size_t{0})) -
+                               ranges.begin()) - 1;
+    if (p > 0 && at[p] < at[p - 1])
+      return false;
+  }
+  double forward = 0;
+  std::vector<double> bw = cost::backwardSeconds(in, cluster, step, &forward);
+  // Per part: its backward and what runs after it in its own block.
+  std::vector<double> within(in.parts.size());
+  std::map<int, double> block; // block -> its backward
+  for (size_t p = in.parts.size(); p-- > 0;)
+    within[p] = (block[at[p]] += bw[p]);
+  // Per instance of the whole graph: the backward that runs before its
+  // block's (what comes after it in program order).
+  std::vector<double> before(ranges.size());
+  double acc = block[layers];
+  for (int i = layers; i-- > 0;) {
+    before[static_cast<size_t>(i)] = acc;
+    acc += block[standIn[static_cast<size_t>(i)]];
+  }
+  const double prefixStart = acc, backward = acc + block[-1];
+  std::vector<cost::ReadyShard> shards;
+  for (const cost::GradShard &g : in.grads) {
+    const size_t p = static_cast<size_t>(g.firstReader);
+    const int64_t tensor = base.tensorSource[static_cast<size_t>(g.tensor)];
+    if (p >= in.parts.size()) {
+      shards.push_back({tensor, g.bytes, g.ranks, 0.0});
+      continue;
+    }
+    if (at[p] < 0 || at[p] >= layers) {
+      shards.push_back({tensor, g.bytes, g.ranks, within[p] + (at[p] < 0 ? prefixStart : 0.0)});
+      continue;
+    }
+    // The gradient's input slot at its first reader, and the reader's place
+    // in its instance: the same slot of the same op in every instance.
+    const ir::Node &reader = *in.parts[p].node;
+    size_t slot = 0;
+    while (slot < reader.inputs.size() && reader.inputs[slot] != g.tensor)
+      ++slot;
+    if (slot == reader.inputs.size())
+      return false;
+    const size_t s = static_cast<size_t>(at[p]);
+    const size_t offset = base.source[static_cast<size_t>(reader.id)] - ranges[s].first;
+    for (int i = static_cast<int>(s); i < layers && standIn[static_cast<size_t>(i)] == at[p]; ++i) {
+      const ir::Node &mine = graph.nodes()[ranges[static_cast<size_t>(i)].first + offset];
+      shards.push_back({mine.inputs[slot], g.bytes, g.ranks,
+                        before[static_cast<size_t>(i)] + within[p]});
+    }
+  }
+  auto reduce = cost::reduceTime(shards, cluster, step.bucketBytes);
+  if (!reduce)
+    return reduce.status();
+  out.gradReduce = reduce->seconds;
+  out.buckets = reduce->buckets;
+  out.gradReduceExposed = std::max(0.0, reduce->end - backward);
+  return true;
+}
+
 } // namespace
 
 const std::vector<std::pair<size_t, size_t>> &RelayoutCache::layerRanges(const ir::Graph &graph) {
@@ -263,12 +280,12 @@ const std::vector<std::pair<size_t, size_t>> &RelayoutCache::layerRanges(const i
 Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
                        const cost::Cluster &cluster, const Options &options,
                        RelayoutCache &cache) {
-  NNSC_RETURN_IF_ERROR(plan::validatePlan(plan, graph));
   const auto &ranges = cache.layerRanges(graph);
   std::vector<Run> runs;
-  if (!options.priceWholeGraph && !ranges.empty())
+  if (!options.wholeGraph && !ranges.empty())
     runs = runsOf(plan, ranges);
   if (runs.empty()) {
+    NNSC_RETURN_IF_ERROR(plan::validatePlan(plan, graph));
     auto whole = priceWhole(graph, plan, cluster, options, cache);
     if (!whole)
       return whole.status();
@@ -281,8 +298,11 @@ Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
   for (const Run &r : runs)
     for (size_t i = 0; i < r.length && (r.length <= kKept + 1 || i < kKept); ++i)
       keep[r.first + i] = true;
-  Probe base = probeOf(graph, plan, ranges, keep);
-  auto basePrices = priceWhole(base.graph, base.plan, cluster, options, cache);
+  Probe base = probeOf(graph, &plan, ranges, keep);
+  // Every instance left out is cut as one kept: checking the kept is enough.
+  NNSC_RETURN_IF_ERROR(plan::validatePlan(base.plan, base.graph));
+  std::vector<cost::StepInput> inputs;
+  auto basePrices = priceWhole(base.graph, base.plan, cluster, options, cache, &inputs);
   if (!basePrices)
     return basePrices.status();
   Prices total = *basePrices;
@@ -291,7 +311,7 @@ Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
       continue;
     std::vector<bool> more = keep;
     more[r.first + kKept] = true;
-    Probe probe = probeOf(graph, plan, ranges, more);
+    Probe probe = probeOf(graph, &plan, ranges, more);
     auto one = priceWhole(probe.graph, probe.plan, cluster, options, cache);
     if (!one)
       return one.status();
@@ -303,6 +323,12 @@ Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
       addInstances(total.steps[d], basePrices->steps[d], one->steps[d], left);
     for (size_t d = 0; d < total.memory.size(); ++d)
       total.memory[d] += left * (one->memory[d] - basePrices->memory[d]);
+  }
+  const cost::StepOptions step = stepOptionsOf(base.plan, options);
+  for (size_t d = 0; d < total.steps.size() && d < inputs.size(); ++d) {
+    auto exact = wholeReducers(graph, base, ranges, keep, inputs[d], cluster, step, total.steps[d]);
+    if (!exact)
+      return exact.status();
   }
   Priced probed = summarize(total);
   if (std::getenv("NNSC_AUTODIST_DEBUG")) {

@@ -201,7 +201,7 @@ RelayoutCache::RelayoutCache(const cost::Cluster &cluster)
 
 const std::vector<OpOption> &RelayoutCache::options(const ir::Graph &graph, const ir::Node &node,
                                                     int n, bool replicateOnly) {
-  auto key = std::make_tuple(node.id, n, replicateOnly);
+  auto key = std::make_tuple(&graph, node.id, n, replicateOnly);
   auto it = options_.find(key);
   if (it == options_.end())
     it = options_.emplace(key, enumerateOptions(graph, node, n, replicateOnly, nullptr)).first;
@@ -209,29 +209,39 @@ const std::vector<OpOption> &RelayoutCache::options(const ir::Graph &graph, cons
 }
 
 const GraphFacts &RelayoutCache::facts(const ir::Graph &graph) {
-  if (factsOf_ == &graph)
-    return facts_;
-  factsOf_ = &graph;
-  facts_.flow = cost::gradientFlow(graph);
-  facts_.names.clear();
-  facts_.saved.assign(graph.tensors().size(), false);
+  auto [it, added] = facts_.try_emplace(&graph);
+  GraphFacts &facts = it->second;
+  if (!added)
+    return facts;
+  facts.flow = cost::gradientFlow(graph);
+  facts.names.clear();
+  facts.saved.assign(graph.tensors().size(), false);
   for (const ir::Node &node : graph.nodes()) {
-    facts_.names.push_back(plan::describeNode(node));
+    facts.names.push_back(plan::describeNode(node));
     cost::OpShapes shapes;
     shapes.node = &node;
     for (int64_t t : node.inputs)
       shapes.inputs.push_back(
-          localInfo(graph.tensor(t), -1, 1, facts_.flow[static_cast<size_t>(t)]));
+          localInfo(graph.tensor(t), -1, 1, facts.flow[static_cast<size_t>(t)]));
     for (int64_t t : node.outputs)
       shapes.outputs.push_back(
-          localInfo(graph.tensor(t), -1, 1, facts_.flow[static_cast<size_t>(t)]));
+          localInfo(graph.tensor(t), -1, 1, facts.flow[static_cast<size_t>(t)]));
     cost::OpCost c = cost::opCost(shapes);
     for (int i : c.saved.inputs)
-      facts_.saved[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])] = true;
+      facts.saved[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])] = true;
     for (int q : c.saved.outputs)
-      facts_.saved[static_cast<size_t>(node.outputs[static_cast<size_t>(q)])] = true;
+      facts.saved[static_cast<size_t>(node.outputs[static_cast<size_t>(q)])] = true;
   }
-  return facts_;
+  return facts;
+}
+
+const std::vector<double> &
+RelayoutCache::edgePrices(const std::vector<int64_t> &key,
+                          const std::function<std::vector<double>()> &find) {
+  auto it = edges_.find(key);
+  if (it == edges_.end())
+    it = edges_.emplace(key, find()).first;
+  return it->second;
 }
 
 double RelayoutCache::price(const RvdLayout &from, const RvdLayout &to, int64_t elementBytes) {
@@ -426,6 +436,10 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
           opt.time += gradBytes * reduceInCopy;
         opt.time += gradBytes * reduceOverCopies;
       }
+      if (!s.weight.empty()) {
+        opt.time *= s.weight[k];
+        opt.memory *= s.weight[k];
+      }
       b.problem.nodes[k].push_back(std::move(opt));
     }
     if (nc)
@@ -485,26 +499,57 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
       search::Edge &e = edgeFor(from, k);
       const auto &fromOptions = b.options[from];
       const auto &toOptions = b.options[k];
-      for (size_t a = 0; a < fromOptions.size(); ++a) {
-        Place src = sourcePlace(fromOptions[a]);
-        auto srcLayout = layoutOf(tensor.shape, src, n);
-        auto gradTarget = layoutOf(tensor.shape, gradientAtProducer(src), n);
-        for (size_t c = 0; c < toOptions.size(); ++c) {
-          double price = 0;
-          auto dstLayout = layoutOf(tensor.shape, inputPlace(toOptions[c], i), n);
-          if (!srcLayout || !dstLayout)
-            price = RelayoutCache::kUnreachable;
-          else
-            price = cache.price(*srcLayout, *dstLayout, elementBytes);
-          if (backward && price < RelayoutCache::kUnreachable) {
-            auto gradSource = layoutOf(tensor.shape, gradientAtReader(toOptions[c], i), n);
-            price += gradSource && gradTarget
-                         ? cache.price(*gradSource, *gradTarget, elementBytes)
-                         : RelayoutCache::kUnreachable;
-          }
-          e.cost[a * toOptions.size() + c] += micro * price;
-        }
+      // The layouts every pair of options meets in, as a key: every layer
+      // has the same edges, every configuration of these devices the same
+      // layouts, so each edge's prices are found once.
+      std::vector<int64_t> key{n, elementBytes, backward ? 1 : 0,
+                               static_cast<int64_t>(tensor.shape.size())};
+      key.insert(key.end(), tensor.shape.begin(), tensor.shape.end());
+      auto addPlace = [&key](Place p) {
+        key.push_back(p.kind);
+        key.push_back(p.dim);
+        key.push_back(p.blocks);
+      };
+      std::vector<Place> sources, targets, gradSources;
+      for (const OpOption &o : fromOptions)
+        sources.push_back(sourcePlace(o));
+      for (const OpOption &o : toOptions) {
+        targets.push_back(inputPlace(o, i));
+        gradSources.push_back(gradientAtReader(o, i));
       }
+      key.push_back(static_cast<int64_t>(sources.size()));
+      for (Place p : sources)
+        addPlace(p);
+      for (size_t c = 0; c < targets.size(); ++c) {
+        addPlace(targets[c]);
+        addPlace(gradSources[c]);
+      }
+      const std::vector<double> &prices = cache.edgePrices(key, [&] {
+        std::vector<double> out(sources.size() * targets.size(), 0.0);
+        for (size_t a = 0; a < sources.size(); ++a) {
+          auto srcLayout = layoutOf(tensor.shape, sources[a], n);
+          auto gradTarget = layoutOf(tensor.shape, gradientAtProducer(sources[a]), n);
+          for (size_t c = 0; c < targets.size(); ++c) {
+            double price = 0;
+            auto dstLayout = layoutOf(tensor.shape, targets[c], n);
+            if (!srcLayout || !dstLayout)
+              price = RelayoutCache::kUnreachable;
+            else
+              price = cache.price(*srcLayout, *dstLayout, elementBytes);
+            if (backward && price < RelayoutCache::kUnreachable) {
+              auto gradSource = layoutOf(tensor.shape, gradSources[c], n);
+              price += gradSource && gradTarget
+                           ? cache.price(*gradSource, *gradTarget, elementBytes)
+                           : RelayoutCache::kUnreachable;
+            }
+            out[a * targets.size() + c] = price;
+          }
+        }
+        return out;
+      });
+      const double times = micro * (s.weight.empty() ? 1.0 : s.weight[k]);
+      for (size_t q = 0; q < prices.size(); ++q)
+        e.cost[q] += times * prices[q];
     }
   }
   return raw;

@@ -2,6 +2,7 @@
 // One configuration of autodist's search as a search::Problem (private to
 // nnsc_autodist): the options of every op, priced, and the re-layout costs
 // between producers and consumers.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "Probes.h"
 #include "nnsc/AutoDist/AutoDist.h"
 #include "nnsc/Ops/AnnotationSplit.h"
 #include "nnsc/Plan/Constraints.h"
@@ -36,6 +38,10 @@ struct Setting {
   int stages = 1;        ///< physical stages: copies' ranks are stages x planNgpus apart
   int microBatches = 0;  ///< per step (0: Options::microBatches)
   double inFlight = 1;   ///< micro-batches whose activations the stage holds at once
+  /// Per node: how many ops of the whole graph it stands for (a probe's
+  /// middle layer, AutoDist.cpp problemProbe): its options' prices and the
+  /// re-layouts into it are counted that often. Empty: once each.
+  std::vector<double> weight;
 };
 
 /// One option of one op: replicate (ident empty) or a split over the copy.
@@ -64,6 +70,11 @@ public:
   double price(const transform::RvdLayout &from, const transform::RvdLayout &to,
                int64_t elementBytes);
   static constexpr double kUnreachable = 1e6;
+  /// An edge's prices per pair of options (`find` the first time), keyed by
+  /// its tensor and every option's layout at both ends: the same edge of
+  /// the next layer and the next configuration costs a lookup.
+  const std::vector<double> &edgePrices(const std::vector<int64_t> &key,
+                                        const std::function<std::vector<double>()> &find);
   int64_t searches() const { return searches_; }
   /// Whole plans found by the partition pass, kept for the same tensors in
   /// the next layer and the next configuration.
@@ -78,13 +89,16 @@ public:
   /// The node ranges of the graph's repeated blocks (Repeats.h
   /// instanceRanges), found once per search (per graph).
   const std::vector<std::pair<size_t, size_t>> &layerRanges(const ir::Graph &graph);
+  /// The graph cut to its first `instances` repeated blocks (Probes.h),
+  /// made once per search: configurations build their problems on it.
+  const Probe &truncated(const ir::Graph &graph, size_t instances);
 
 private:
   const ir::Graph *rangesOf_ = nullptr;
   std::vector<std::pair<size_t, size_t>> layerRanges_;
-  std::map<std::tuple<int64_t, int, bool>, std::vector<OpOption>> options_;
-  const ir::Graph *factsOf_ = nullptr;
-  GraphFacts facts_;
+  std::map<size_t, std::unique_ptr<Probe>> truncated_;
+  std::map<std::tuple<const ir::Graph *, int64_t, int, bool>, std::vector<OpOption>> options_;
+  std::map<const ir::Graph *, GraphFacts> facts_;
   std::shared_ptr<transform::RvdPlanCache> plans_ = std::make_shared<transform::RvdPlanCache>();
   transform::RvdCostFn cost_;
   struct KeyHash {
@@ -96,6 +110,7 @@ private:
     }
   };
   std::unordered_map<std::vector<int64_t>, double, KeyHash> prices_;
+  std::unordered_map<std::vector<int64_t>, std::vector<double>, KeyHash> edges_;
   int64_t searches_ = 0;
 };
 

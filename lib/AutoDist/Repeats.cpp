@@ -97,8 +97,12 @@ std::vector<int> representatives(const ir::Graph &graph, const Built &built,
                                  const RepeatedBlocks &blocks) {
   if (blocks.paths.size() < 2)
     return {};
-  auto ranges = instanceRanges(graph, blocks);
-  if (ranges.empty())
+  return representatives(built, instanceRanges(graph, blocks));
+}
+
+std::vector<int> representatives(const Built &built,
+                                 const std::vector<std::pair<size_t, size_t>> &ranges) {
+  if (ranges.size() < 2)
     return {};
   const size_t decisions = built.problem.nodes.size();
   std::vector<int> rep(decisions);

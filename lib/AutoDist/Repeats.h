@@ -32,5 +32,8 @@ std::vector<std::pair<size_t, size_t>> instanceRanges(const ir::Graph &graph,
 /// prices differ, and the fold sums prices).
 std::vector<int> representatives(const ir::Graph &graph, const Built &built,
                                  const RepeatedBlocks &blocks);
+/// The same, with the instances' ranges found already (instanceRanges).
+std::vector<int> representatives(const Built &built,
+                                 const std::vector<std::pair<size_t, size_t>> &ranges);
 
 } // namespace nnsc::autodist

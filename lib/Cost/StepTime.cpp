@@ -26,20 +26,19 @@ struct Bucket {
 // The runtime's buckets (Runtime/Reducer.h): per reducer group, shards in
 // reverse registration (tensor) order, a bucket closed once it reaches
 // bucketBytes.
-std::vector<Bucket> buildBuckets(const std::vector<GradShard> &grads,
-                                 const std::vector<double> &readyAfter, int64_t bucketBytes) {
-  std::map<std::vector<int>, std::vector<const GradShard *>> byGroup;
-  for (const GradShard &g : grads)
+std::vector<Bucket> buildBuckets(const std::vector<ReadyShard> &shards, int64_t bucketBytes) {
+  std::map<std::vector<int>, std::vector<const ReadyShard *>> byGroup;
+  for (const ReadyShard &g : shards)
     if (g.ranks.size() > 1)
       byGroup[g.ranks].push_back(&g);
   std::vector<Bucket> buckets;
-  for (auto &[ranks, shards] : byGroup) {
-    std::sort(shards.begin(), shards.end(),
-              [](const GradShard *a, const GradShard *b) { return a->tensor > b->tensor; });
+  for (auto &[ranks, group] : byGroup) {
+    std::sort(group.begin(), group.end(),
+              [](const ReadyShard *a, const ReadyShard *b) { return a->tensor > b->tensor; });
     Bucket b{0, 0, ranks};
-    for (const GradShard *g : shards) {
+    for (const ReadyShard *g : group) {
       b.bytes += g->bytes;
-      b.ready = std::max(b.ready, readyAfter[static_cast<size_t>(g->firstReader)]);
+      b.ready = std::max(b.ready, g->ready);
       if (b.bytes >= bucketBytes) {
         buckets.push_back(b);
         b = Bucket{0, 0, ranks};
@@ -77,21 +76,43 @@ double optimizerSeconds(const StepInput &in, const Cluster &c, const MemoryOptio
 
 } // namespace
 
+std::vector<double> backwardSeconds(const StepInput &in, const Cluster &cluster,
+                                    const StepOptions &options, double *forward) {
+  std::vector<double> backward(in.parts.size());
+  for (size_t i = 0; i < in.parts.size(); ++i) {
+    OpCost cost = opCost(in.parts[i]);
+    ir::DType dt = partDType(in.parts[i], options.computeDType);
+    if (forward)
+      *forward += workSeconds(cost.forward, dt, cluster.device);
+    backward[i] = workSeconds(cost.backward, dt, cluster.device);
+    if (i < in.recomputed.size() && in.recomputed[i])
+      backward[i] += workSeconds(cost.forward, dt, cluster.device);
+  }
+  return backward;
+}
+
+Expected<ReduceTime> reduceTime(const std::vector<ReadyShard> &shards, const Cluster &cluster,
+                                int64_t bucketBytes) {
+  ReduceTime r;
+  for (const Bucket &b : buildBuckets(shards, bucketBytes)) {
+    auto t = cluster.commTime(Collective::AllReduce, b.bytes, b.ranks);
+    if (!t)
+      return t.status();
+    r.end = std::max(r.end, b.ready) + *t;
+    r.seconds += *t;
+    ++r.buckets;
+  }
+  return r;
+}
+
 Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
                                  const StepOptions &options) {
   StepBreakdown s;
   s.device = in.device;
   s.microBatches = std::max(1, options.microBatches);
-  std::vector<double> backward(in.parts.size());
-  for (size_t i = 0; i < in.parts.size(); ++i) {
-    OpCost cost = opCost(in.parts[i]);
-    ir::DType dt = partDType(in.parts[i], options.computeDType);
-    s.forwardCompute += workSeconds(cost.forward, dt, cluster.device);
-    backward[i] = workSeconds(cost.backward, dt, cluster.device);
-    if (i < in.recomputed.size() && in.recomputed[i])
-      backward[i] += workSeconds(cost.forward, dt, cluster.device);
-    s.backwardCompute += backward[i];
-  }
+  std::vector<double> backward = backwardSeconds(in, cluster, options, &s.forwardCompute);
+  for (double b : backward)
+    s.backwardCompute += b;
   for (const CommCall &call : in.comm) {
     auto t = cluster.commTime(call.collective, call.bytes, call.ranks);
     if (!t)
@@ -103,16 +124,15 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
   std::vector<double> readyAfter(in.parts.size() + 1, 0);
   for (size_t i = in.parts.size(); i-- > 0;)
     readyAfter[i] = readyAfter[i + 1] + backward[i];
-  double end = 0;
-  for (const Bucket &b : buildBuckets(in.grads, readyAfter, options.bucketBytes)) {
-    auto t = cluster.commTime(Collective::AllReduce, b.bytes, b.ranks);
-    if (!t)
-      return t.status();
-    end = std::max(end, b.ready) + *t;
-    s.gradReduce += *t;
-    ++s.buckets;
-  }
-  s.gradReduceExposed = std::max(0.0, end - s.backwardCompute);
+  std::vector<ReadyShard> shards;
+  for (const GradShard &g : in.grads)
+    shards.push_back({g.tensor, g.bytes, g.ranks, readyAfter[static_cast<size_t>(g.firstReader)]});
+  auto reduce = reduceTime(shards, cluster, options.bucketBytes);
+  if (!reduce)
+    return reduce.status();
+  s.gradReduce = reduce->seconds;
+  s.buckets = reduce->buckets;
+  s.gradReduceExposed = std::max(0.0, reduce->end - s.backwardCompute);
   s.optimizer = optimizerSeconds(in, cluster, options.memory);
   return s;
 }

@@ -155,10 +155,10 @@ static int toolMain(int argc, char **argv) {
   app.add_flag("--solve-each-layer", eachLayer,
                "autodist: search every layer on its own (layers may differ; slower) instead of "
                "solving the repeated blocks once");
-  bool priceWhole = false;
-  app.add_flag("--price-whole-graph", priceWhole,
-               "autodist: price every found plan on the whole graph (slower with depth) instead "
-               "of on a few of its repeated layers, the rest counted");
+  bool wholeGraph = false;
+  app.add_flag("--whole-graph", wholeGraph,
+               "autodist: build, solve and price every configuration on the whole graph (slower "
+               "with depth) instead of on a few of its repeated layers standing for the rest");
   app.add_option("--pipeline", pipelineText,
                  "autodist: pipeline stages: auto (also try every stage count the devices and "
                  "layers allow, beside none) or a number S; the stages' devices, cuts and plans "
@@ -292,7 +292,7 @@ static int toolMain(int argc, char **argv) {
     ad.memory = printOptions.memory;
     ad.graphPath = input;
     ad.foldRepeats = !eachLayer;
-    ad.priceWholeGraph = priceWhole;
+    ad.wholeGraph = wholeGraph;
     if (ilpCheck) {
       if (!nnsc::search::ilpAvailable()) {
         std::cerr << "error: --ilp-check needs CBC, and this nnsc-plan was built without it "

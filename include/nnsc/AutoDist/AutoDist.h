@@ -74,11 +74,12 @@ struct Options {
   /// not grow with depth. false: every op of every layer on its own (layers
   /// may differ; slower).
   bool foldRepeats = true;
-  /// Price every found plan on the whole graph. false (the default): a plan
-  /// that cuts its repeated layers in runs of alike instances is priced on
-  /// two instances of each run and one more, and the rest counted
-  /// (Pricing.cpp), so pricing does not grow with depth either.
-  bool priceWholeGraph = false;
+  /// Build, solve and price every configuration on the whole graph. false
+  /// (the default): a configuration whose repeated layers come in runs of
+  /// alike instances is built on three of each run and its found plan priced
+  /// on two and one more, the rest counted (AutoDist.cpp problemProbe,
+  /// Pricing.cpp), so neither grows with depth.
+  bool wholeGraph = false;
   /// A constraints file (Plan/Constraints.h): the options each op may take;
   /// the seed policies' plans must obey it too.
   std::optional<plan::Constraints> constraints;

@@ -79,4 +79,29 @@ struct StepBreakdown {
 Expected<StepBreakdown> stepTime(const StepInput &input, const Cluster &cluster,
                                  const StepOptions &options);
 
+/// Seconds of each part's backward, its recomputed forward included (one
+/// micro-batch): what stepTime sums into backwardCompute. `forward`, when
+/// given, gets the forward's sum.
+std::vector<double> backwardSeconds(const StepInput &input, const Cluster &cluster,
+                                    const StepOptions &options, double *forward = nullptr);
+
+/// A gradient shard that is ready `ready` seconds into the backward.
+struct ReadyShard {
+  int64_t tensor = -1; ///< bucket order, as GradShard::tensor
+  int64_t bytes = 0;
+  std::vector<int> ranks;
+  double ready = 0;
+};
+
+/// The reducers after a backward: the shards bucketed as the runtime does,
+/// each bucket's all-reduce starting once it is ready and the one before it
+/// is done.
+struct ReduceTime {
+  double seconds = 0; ///< every bucket's all-reduce
+  double end = 0;     ///< when the last one finishes, from the backward's start
+  int buckets = 0;
+};
+Expected<ReduceTime> reduceTime(const std::vector<ReadyShard> &shards, const Cluster &cluster,
+                                int64_t bucketBytes);
+
 } // namespace nnsc::cost
