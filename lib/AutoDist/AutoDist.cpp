@@ -378,7 +378,12 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
   if (probe && !t.folded) // the probe stands for the whole only folded
     return solveSetting(graph, cluster, options, setting, limit, cache, blocks, false);
   double dpLimit = limit;
-  const double least = search::leastMemory(built.problem);
+  // Folded, only uniform assignments count: the least is theirs (and the
+  // same on a probe as on the whole graph).
+  double least = search::leastMemory(built.problem);
+  if (t.folded)
+    if (auto folded = search::leastMemoryRepeated(built.problem, rep))
+      least = *folded;
   out.leastBytes = least;
   for (int attempt = 0; attempt < 4; ++attempt) {
     built.problem.memoryLimit = dpLimit;
@@ -391,10 +396,13 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
     auto sol = solveFoldable(built.problem, rep, options, t.folded);
     if (probe && !t.folded)
       return solveSetting(graph, cluster, options, setting, limit, cache, blocks, false);
-    if (!t.folded)
+    if (!t.folded && !rep.empty()) { // solved whole: any assignment counts
       rep.clear();
+      least = search::leastMemory(built.problem);
+      out.leastBytes = least;
+    }
     if (std::getenv("NNSC_AUTODIST_DEBUG"))
-      std::fprintf(stderr, "build %.2f s, solve %.2f s, objective %.6g s, memory %.6g\n",
+      std::fprintf(stderr, "least %.6g dpLimit %.6g build %.2f s, solve %.2f s, objective %.6g s, memory %.6g\n", least, dpLimit,
                    std::chrono::duration<double>(tSolve - t0).count(), secondsSince(tSolve),
                    sol ? sol->time : -1.0, sol ? sol->memory : -1.0);
     if (!sol) {
@@ -436,10 +444,13 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
 
 // A built-in policy's plan priced the same way (the hand plans the search
 // must beat, kept among the candidates).
+// The built-in policies' plans by (policy, devices per copy, micro-batches):
+// ZeRO and recompute groups are set on a copy, so each is made once.
+using SeedPlans = std::map<std::tuple<std::string, int, int>, Expected<proto::Plan>>;
+
 Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Options &options,
-                  RelayoutCache &cache,
-                  const std::string &policy, const Setting &setting,
-                  const std::vector<plan::RecomputeSelector> &recompute, double limit) {
+                  RelayoutCache &cache, SeedPlans &seeds, const std::string &policy,
+                  const Setting &setting, double limit) {
   Outcome out;
   Trial &t = out.trial;
   t.planNgpus = setting.planNgpus;
@@ -455,16 +466,19 @@ Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Op
   po.microBatches = setting.microBatches;
   po.zero = setting.zero;
   t.microBatches = setting.microBatches;
-  auto plan = plan::makePlan(graph, po);
-  if (!plan) {
-    t.why = plan.status().message();
+  auto key = std::make_tuple(policy, setting.planNgpus, setting.microBatches);
+  auto made = seeds.find(key);
+  if (made == seeds.end())
+    made = seeds.emplace(key, plan::makePlan(graph, po)).first;
+  if (!made->second) {
+    t.why = made->second.status().message();
     return out;
   }
-  if (!recompute.empty())
-    if (Status st = plan::assignRecomputeGroups(graph, recompute, *plan); !st) {
-      t.why = st.message();
-      return out;
-    }
+  Expected<proto::Plan> plan = *made->second;
+  plan->set_zero(setting.zero);
+  // The configuration's groups (the policies make none of their own).
+  for (size_t k = 0; k < setting.recomputeGroup.size(); ++k)
+    plan->mutable_nodes(static_cast<int>(k))->set_recompute_group(setting.recomputeGroup[k]);
   if (options.constraints) {
     std::string broken =
         plan::constraintViolation(graph, *plan, *options.constraints, *setting.constraints);
@@ -567,6 +581,16 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
     return result.trials.back();
   };
   RelayoutCache cache(cluster);
+  SeedPlans seeds;
+  // Every instance's recompute group, once: the first `count` instances'
+  // groups are those numbered below count (numbered in node order).
+  std::vector<int> allGroups;
+  if (options.recompute == Options::Recompute::Auto && !blocks.paths.empty()) {
+    auto g = recomputeGroups(graph, firstInstances(blocks, static_cast<int>(blocks.paths.size())));
+    if (!g)
+      return g.status();
+    allGroups = g.take();
+  }
   for (int T : sizes) {
     if (options.pipelineStages > 0)
       break; // pipelines only
@@ -587,7 +611,6 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
       s.dp = dp;
       s.zero = z;
       s.microBatches = micro;
-      std::vector<plan::RecomputeSelector> chosenRecompute = named;
       auto groups = recomputeGroups(graph, named);
       if (!groups)
         return groups.status();
@@ -604,29 +627,22 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
         const int layers = static_cast<int>(blocks.paths.size());
         int lo = 1, hi = layers, best = -1;
         double perLayer = 0;
-        // Every instance's group, once: the first `count` instances' groups
-        // are those numbered below count (numbered in node order).
-        auto allGroups = recomputeGroups(graph, firstInstances(blocks, layers));
-        if (!allGroups)
-          return allGroups.status();
-        auto tryCount = [&](int count) -> Expected<Trial> {
-          auto sel = firstInstances(blocks, count);
+        auto firstGroups = [&](int count) {
+          std::vector<int> g = allGroups;
+          for (int &group : g)
+            group = group < count ? group : -1;
+          return g;
+        };
+        auto tryCount = [&](int count) {
           Setting r = s;
-          r.recomputeGroup = *allGroups;
-          for (int &g : r.recomputeGroup)
-            g = g < count ? g : -1;
+          r.recomputeGroup = firstGroups(count);
           Trial tr = keep(solveSetting(graph, cluster, options, r, result.memLimit, cache, blocks));
-          if (tr.fits) {
+          if (tr.fits)
             best = count;
-            chosenRecompute = sel;
-          }
           return tr;
         };
         // Every instance first: where even that does not fit, no count does.
-        auto all = tryCount(layers);
-        if (!all)
-          return all.status();
-        if (all->fits) {
+        if (tryCount(layers).fits) {
           hi = layers - 1;
           perLayer = (least0 - lastLeast) / layers;
         } else {
@@ -638,27 +654,25 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
         lo = std::max(lo, guess - 1); // one below, for layers not quite alike
         while (lo <= hi) {
           int mid = guess >= lo && guess <= hi ? guess : (lo + hi) / 2;
-          auto tr = tryCount(mid);
-          if (!tr)
-            return tr.status();
-          if (tr->fits) {
+          Trial tr = tryCount(mid);
+          if (tr.fits) {
             hi = mid - 1;
             guess = -1;
           } else {
             lo = mid + 1;
-            guess = tr->memoryBytes > result.memLimit && perLayer > 0
+            guess = tr.memoryBytes > result.memLimit && perLayer > 0
                         ? mid + static_cast<int>(
-                                    std::ceil((tr->memoryBytes - result.memLimit) / perLayer))
+                                    std::ceil((tr.memoryBytes - result.memLimit) / perLayer))
                         : -1;
           }
         }
         fits = best > 0;
         if (fits)
-          s.recomputeGroup = *recomputeGroups(graph, chosenRecompute);
+          s.recomputeGroup = firstGroups(best);
       }
       if (T > 1)
         for (const char *policy : {"tp", "data"})
-          keep(seedTrial(graph, cluster, options, cache, policy, s, chosenRecompute, result.memLimit));
+          keep(seedTrial(graph, cluster, options, cache, seeds, policy, s, result.memLimit));
       if (fits && options.zero < 0)
         break; // ZeRO only where the copy does not fit without it
     }

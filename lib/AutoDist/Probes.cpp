@@ -47,7 +47,6 @@ Probe probeOf(const ir::Graph &graph, const proto::Plan *plan,
   p.graph.lossOutput = graph.lossOutput;
   p.graph.weightsWritten = graph.weightsWritten;
   p.graph.stateUpdates = graph.stateUpdates;
-  p.graph.tensors() = graph.tensors();
   if (plan) {
     p.plan = *plan;
     p.plan.clear_nodes();
@@ -95,7 +94,27 @@ Probe probeOf(const ir::Graph &graph, const proto::Plan *plan,
     }
   for (proto::InputPlan &in : *p.plan.mutable_inputs())
     in.set_tensor(renumbered[static_cast<size_t>(in.tensor())]);
-  p.graph.compact(used);
+  for (int64_t t : p.tensorSource) {
+    ir::Tensor copy = graph.tensors()[static_cast<size_t>(t)];
+    copy.id = renumbered[static_cast<size_t>(t)];
+    p.graph.tensors().push_back(std::move(copy));
+  }
+  auto renumber = [&](std::vector<int64_t> &ids) {
+    for (int64_t &id : ids)
+      id = renumbered[static_cast<size_t>(id)];
+  };
+  for (size_t k = 0; k < p.graph.nodes().size(); ++k) {
+    ir::Node &n = p.graph.nodes()[k];
+    n.id = static_cast<int64_t>(k);
+    renumber(n.inputs);
+    renumber(n.outputs);
+  }
+  renumber(p.graph.inputs);
+  renumber(p.graph.outputs);
+  for (ir::StateUpdate &u : p.graph.stateUpdates) {
+    u.state = renumbered[static_cast<size_t>(u.state)];
+    u.value = renumbered[static_cast<size_t>(u.value)];
+  }
   return p;
 }
 

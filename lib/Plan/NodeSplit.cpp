@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -64,22 +65,6 @@ std::string describeNode(const ir::Node &node) {
   return fmt::format("node {} {} at {} ({})", node.id, node.op, path, node.locString());
 }
 
-Status checkAnnotations(const ir::Graph &graph) {
-  for (const ir::Node &node : graph.nodes())
-    for (const std::string &text : node.annotations) {
-      auto anno = ops::parseAnnotation(text);
-      if (!anno)
-        return errorf("node {} ({}): bad annotation '{}': {}", node.id, node.op, text,
-                      anno.status().message());
-      // nnsc-trace keeps only the candidates that bind to the node's shapes.
-      auto bound = ops::bindShapes(*anno, shapesOf(graph, node.inputs), shapesOf(graph, node.outputs));
-      if (!bound)
-        return errorf("node {} ({}): bad annotation '{}': {}", node.id, node.op, text,
-                      bound.status().message());
-    }
-  return Status::ok();
-}
-
 namespace {
 
 // bindNode's result depends only on the annotations and the shapes, and a
@@ -106,6 +91,26 @@ std::string bindKey(const ir::Graph &graph, const ir::Node &node) {
 }
 
 } // namespace
+
+Status checkAnnotations(const ir::Graph &graph) {
+  std::unordered_set<std::string> checked; // annotations and shapes found good (every layer's)
+  for (const ir::Node &node : graph.nodes()) {
+    if (node.annotations.empty() || !checked.insert(bindKey(graph, node)).second)
+      continue;
+    for (const std::string &text : node.annotations) {
+      auto anno = ops::parseAnnotation(text);
+      if (!anno)
+        return errorf("node {} ({}): bad annotation '{}': {}", node.id, node.op, text,
+                      anno.status().message());
+      // nnsc-trace keeps only the candidates that bind to the node's shapes.
+      auto bound = ops::bindShapes(*anno, shapesOf(graph, node.inputs), shapesOf(graph, node.outputs));
+      if (!bound)
+        return errorf("node {} ({}): bad annotation '{}': {}", node.id, node.op, text,
+                      bound.status().message());
+    }
+  }
+  return Status::ok();
+}
 
 Expected<ops::BoundAnno> bindNode(const ir::Graph &graph, const ir::Node &node) {
   if (node.annotations.empty())

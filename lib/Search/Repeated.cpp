@@ -164,4 +164,20 @@ Expected<Solution> solveRepeated(const Problem &p, const std::vector<int> &repre
   return *best;
 }
 
+Expected<double> leastMemoryRepeated(const Problem &p, const std::vector<int> &rep) {
+  NNSC_RETURN_IF_ERROR(checkRepresentatives(p, rep));
+  std::vector<std::vector<double>> summed(p.nodes.size());
+  for (size_t d = 0; d < p.nodes.size(); ++d) {
+    auto &into = summed[static_cast<size_t>(rep[d])];
+    into.resize(p.nodes[d].size(), 0.0);
+    for (size_t o = 0; o < p.nodes[d].size(); ++o)
+      into[o] += p.nodes[d][o].memory;
+  }
+  double least = 0;
+  for (const std::vector<double> &options : summed)
+    if (!options.empty())
+      least += *std::min_element(options.begin(), options.end());
+  return least;
+}
+
 } // namespace nnsc::search

@@ -28,6 +28,12 @@ struct RepeatLimits {
   int64_t maxFixings = 256;
 };
 
+/// The least memory any assignment that folds by `representative` needs:
+/// per kept decision, its option whose memory summed over its repeats is
+/// smallest (at least leastMemory(p)). Errors: as solveRepeated's
+/// representatives.
+Expected<double> leastMemoryRepeated(const Problem &p, const std::vector<int> &representative);
+
 /// Errors: a representative that is not earlier or itself, or differs in
 /// option count; too many fixings; and every error of solveDp (the last
 /// fixing's, when none fits).
