@@ -124,3 +124,36 @@ TEST_CASE("solveRepeated refuses representatives that do not match", "[search][r
   auto later = solveRepeated(p, {1, 1});
   REQUIRE_FALSE(later.isOk());
 }
+
+TEST_CASE("leastMemoryRepeated is the least memory of the uniform assignments",
+          "[search][repeated]") {
+  // Two repeats of one decision with two options, and one decision of its
+  // own: memories (4, 1) and (1, 4) sum to (5, 5) folded, so the uniform
+  // least is 5 + 2, where any assignment needs only 1 + 1 + 2.
+  Problem p;
+  p.nodes = {{{0, 4, "a"}, {0, 1, "b"}}, {{0, 1, "a"}, {0, 4, "b"}}, {{0, 2, "x"}, {0, 3, "y"}}};
+  REQUIRE(leastMemory(p) == 4.0);
+  auto folded = leastMemoryRepeated(p, {0, 0, 2});
+  REQUIRE(folded.isOk());
+  REQUIRE(*folded == 7.0);
+  // Brute force over the uniform assignments agrees on random periodic ones:
+  // priced by their memory alone, the fastest uniform one is the least.
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    Periodic q = periodic(rng, 2 + trial % 4);
+    auto least = leastMemoryRepeated(q.p, q.rep);
+    REQUIRE(least.isOk());
+    Problem byMemory = q.p;
+    for (auto &options : byMemory.nodes)
+      for (Option &o : options)
+        o.time = o.memory;
+    for (Edge &e : byMemory.edges)
+      std::fill(e.cost.begin(), e.cost.end(), 0.0);
+    auto best = bestUniform(byMemory, q.rep);
+    REQUIRE(best.has_value());
+    INFO("trial " << trial);
+    REQUIRE(*least == Approx(best->time).epsilon(1e-12));
+    REQUIRE(*least >= leastMemory(q.p) - 1e-9);
+  }
+  REQUIRE(!leastMemoryRepeated(p, {0, 1}).isOk());
+}
