@@ -468,8 +468,17 @@ Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Op
   t.microBatches = setting.microBatches;
   auto key = std::make_tuple(policy, setting.planNgpus, setting.microBatches);
   auto made = seeds.find(key);
-  if (made == seeds.end())
-    made = seeds.emplace(key, plan::makePlan(graph, po)).first;
+  if (made == seeds.end()) {
+    // The policy alone: the plan that wins is checked and fingerprinted as
+    // autodist's (plan::makePlan); a seed is checked where it is priced.
+    auto seed = plan::findPolicy(policy)->make(graph, po);
+    if (seed) {
+      seed->set_format_version(plan::kPlanFormatVersion);
+      if (seed->micro_batches() == 0)
+        seed->set_micro_batches(po.microBatches);
+    }
+    made = seeds.emplace(key, std::move(seed)).first;
+  }
   if (!made->second) {
     t.why = made->second.status().message();
     return out;

@@ -298,7 +298,9 @@ Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
   for (const Run &r : runs)
     for (size_t i = 0; i < r.length && (r.length <= kKept + 1 || i < kKept); ++i)
       keep[r.first + i] = true;
-  Probe base = probeOf(graph, &plan, ranges, keep);
+  proto::Plan shell = plan;
+  shell.clear_nodes();
+  Probe base = probeOf(graph, &plan, ranges, keep, &shell);
   // Every instance left out is cut as one kept: checking the kept is enough.
   NNSC_RETURN_IF_ERROR(plan::validatePlan(base.plan, base.graph));
   std::vector<cost::StepInput> inputs;
@@ -311,7 +313,7 @@ Expected<Priced> price(const ir::Graph &graph, const proto::Plan &plan,
       continue;
     std::vector<bool> more = keep;
     more[r.first + kKept] = true;
-    Probe probe = probeOf(graph, &plan, ranges, more);
+    Probe probe = probeOf(graph, &plan, ranges, more, &shell);
     auto one = priceWhole(probe.graph, probe.plan, cluster, options, cache);
     if (!one)
       return one.status();

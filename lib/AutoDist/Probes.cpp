@@ -8,7 +8,8 @@
 namespace nnsc::autodist {
 
 Probe probeOf(const ir::Graph &graph, const proto::Plan *plan,
-              const std::vector<std::pair<size_t, size_t>> &ranges, const std::vector<bool> &keep) {
+              const std::vector<std::pair<size_t, size_t>> &ranges, const std::vector<bool> &keep,
+              const proto::Plan *shell) {
   const auto &nodes = graph.nodes();
   std::vector<int> instanceOf(nodes.size(), -1);
   for (size_t i = 0; i < ranges.size(); ++i)
@@ -48,8 +49,12 @@ Probe probeOf(const ir::Graph &graph, const proto::Plan *plan,
   p.graph.weightsWritten = graph.weightsWritten;
   p.graph.stateUpdates = graph.stateUpdates;
   if (plan) {
-    p.plan = *plan;
-    p.plan.clear_nodes();
+    if (shell) {
+      p.plan = *shell;
+    } else {
+      p.plan = *plan;
+      p.plan.clear_nodes();
+    }
   }
   std::map<int, int> groups; // recompute group -> its number in the probe
   for (size_t k = 0; k < nodes.size(); ++k) {

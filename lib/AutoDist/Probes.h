@@ -16,7 +16,8 @@ namespace nnsc::autodist {
 /// that read a tensor written in a left-out instance reads the same tensor
 /// of the last kept instance before it (the first instance is always kept).
 /// With `plan`, the plan of the kept nodes too, its recompute groups
-/// renumbered in order.
+/// renumbered in order. `shell`, when given, is `plan` without its nodes
+/// (made once for several probes of one plan).
 struct Probe {
   ir::Graph graph;
   proto::Plan plan;
@@ -26,6 +27,7 @@ struct Probe {
   std::vector<int64_t> tensorSource;
 };
 Probe probeOf(const ir::Graph &graph, const proto::Plan *plan,
-              const std::vector<std::pair<size_t, size_t>> &ranges, const std::vector<bool> &keep);
+              const std::vector<std::pair<size_t, size_t>> &ranges, const std::vector<bool> &keep,
+              const proto::Plan *shell = nullptr);
 
 } // namespace nnsc::autodist

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 
 namespace nnsc::autodist {
 
@@ -34,30 +35,31 @@ RepeatedBlocks repeatedBlocks(const ir::Graph &graph) {
   return best;
 }
 
-namespace {
-
-bool inside(const ir::Node &node, const std::string &path) {
-  return std::any_of(node.moduleStack.begin(), node.moduleStack.end(),
-                     [&](const ir::ModuleFrame &f) { return f.path == path; });
-}
-
-} // namespace
-
 std::vector<std::pair<size_t, size_t>> instanceRanges(const ir::Graph &graph,
                                                       const RepeatedBlocks &blocks) {
   const auto &nodes = graph.nodes();
+  std::map<std::string_view, size_t> index; // instance path -> its place in blocks.paths
+  for (size_t i = 0; i < blocks.paths.size(); ++i)
+    index.emplace(blocks.paths[i], i);
+  // One pass: each instance's first and last node and how many lie inside.
+  std::vector<size_t> first(blocks.paths.size(), nodes.size()), last(blocks.paths.size(), 0),
+      count(blocks.paths.size(), 0);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    std::set<size_t> in; // a node inside an instance twice (nested frames) counts once
+    for (const ir::ModuleFrame &f : nodes[k].moduleStack)
+      if (auto it = index.find(f.path); it != index.end())
+        in.insert(it->second);
+    for (size_t i : in) {
+      first[i] = std::min(first[i], k);
+      last[i] = k + 1;
+      ++count[i];
+    }
+  }
   std::vector<std::pair<size_t, size_t>> ranges;
-  for (const std::string &path : blocks.paths) {
-    size_t begin = nodes.size(), end = 0, count = 0;
-    for (size_t k = 0; k < nodes.size(); ++k)
-      if (inside(nodes[k], path)) {
-        begin = std::min(begin, k);
-        end = k + 1;
-        ++count;
-      }
-    if (count == 0 || end - begin != count)
+  for (size_t i = 0; i < blocks.paths.size(); ++i) {
+    if (count[i] == 0 || last[i] - first[i] != count[i])
       return {};
-    ranges.emplace_back(begin, end);
+    ranges.emplace_back(first[i], last[i]);
   }
   for (const auto &[begin, end] : ranges) {
     if (end - begin != ranges[0].second - ranges[0].first)
