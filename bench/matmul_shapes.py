@@ -18,7 +18,14 @@ import os
 import sys
 import time
 
-import torch
+# OpenBLAS keeps its own thread pool, which torch.set_num_threads does not size: without this
+# it multiplies on every core while the figures claim one thread (nnsc's workers size it,
+# lib/Runtime/Threads.cpp). It must be set before the library loads.
+_threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "1"
+os.environ["OPENBLAS_NUM_THREADS"] = _threads
+os.environ["OMP_NUM_THREADS"] = _threads
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import ROOT  # noqa: E402

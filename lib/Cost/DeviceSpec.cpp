@@ -1,6 +1,10 @@
 // Device specs (configs/devices/*.yaml, docs/devices.md).
 #include "nnsc/Cost/DeviceSpec.h"
 
+#include <algorithm>
+#include <cmath>
+#include <set>
+
 #include <fmt/format.h>
 
 #include "nnsc/Cost/YamlReader.h"
@@ -12,6 +16,22 @@ const std::vector<std::string> &flopsKeys() {
   static const std::vector<std::string> keys = {"float64",  "float32", "tf32",
                                                 "bfloat16", "float16", "float8"};
   return keys;
+}
+
+double DeviceSpec::batchedMatmulEfficiency(double dim) const {
+  if (batchedMatmul.empty())
+    return 1;
+  if (dim <= batchedMatmul.front().first)
+    return batchedMatmul.front().second;
+  if (dim >= batchedMatmul.back().first)
+    return batchedMatmul.back().second;
+  size_t i = 1;
+  while (batchedMatmul[i].first < dim)
+    ++i;
+  const auto &[d0, e0] = batchedMatmul[i - 1];
+  const auto &[d1, e1] = batchedMatmul[i];
+  double t = (std::log2(dim) - std::log2(d0)) / (std::log2(d1) - std::log2(d0));
+  return e0 + t * (e1 - e0);
 }
 
 double DeviceSpec::peakFlops(ir::DType dtype) const {
@@ -75,8 +95,40 @@ Status readFlops(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
   return Status::ok();
 }
 
+// efficiency.batched_matmul: {smallest dim: fraction of the matmul rate}.
+Status readBatched(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
+  if (!n.IsMap() || n.size() == 0)
+    return r.errorAt(n, "'efficiency.batched_matmul' must map a product's smallest dim to the "
+                        "fraction of the matmul rate it reaches, e.g. {32: 0.4, 128: 0.8}");
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    auto dim = r.number(it->first, "a dim of 'efficiency.batched_matmul'", true);
+    if (!dim)
+      return dim.status();
+    NNSC_RETURN_IF_ERROR(checkPhysical(r, it->first, "efficiency.batched_matmul", *dim, 1, 1 << 20,
+                                       "(a matrix dim)"));
+    const std::string key = fmt::format("efficiency.batched_matmul.{}", it->first.Scalar());
+    auto v = r.number(it->second, key, true);
+    if (!v)
+      return v.status();
+    if (*v > 1)
+      return r.errorAt(it->second, fmt::format("'{}' is a fraction of the matmul rate, at most "
+                                               "1; got {}",
+                                               key, it->second.Scalar()));
+    NNSC_RETURN_IF_ERROR(checkPhysical(r, it->second, key, *v, 1e-3, 1, "of the matmul rate"));
+    for (const auto &[d, e] : spec.batchedMatmul)
+      if (d == *dim)
+        return r.errorAt(it->first, fmt::format("'efficiency.batched_matmul' gives dim {} twice",
+                                                it->first.Scalar()));
+    spec.batchedMatmul.emplace_back(*dim, *v);
+  }
+  std::sort(spec.batchedMatmul.begin(), spec.batchedMatmul.end());
+  return Status::ok();
+}
+
 Status readEfficiency(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
-  NNSC_RETURN_IF_ERROR(r.checkKeys(n, {"matmul", "memory"}, "'efficiency'"));
+  NNSC_RETURN_IF_ERROR(r.checkKeys(n, {"matmul", "memory", "batched_matmul"}, "'efficiency'"));
+  if (YAML::Node batched = n["batched_matmul"])
+    NNSC_RETURN_IF_ERROR(readBatched(r, batched, spec));
   for (const char *key : {"matmul", "memory"}) {
     auto node = r.require(n, key, "'efficiency'");
     if (!node)

@@ -243,7 +243,10 @@ double workSeconds(const Work &work, ir::DType dtype, const DeviceSpec &device) 
   if (work.kernels == 0 && work.flops == 0 && work.bytes == 0)
     return 0;
   double peak = work.matmul ? device.peakFlops(dtype) : device.peakFlops(ir::DType::Float32);
-  double compute = work.flops / (peak * device.matmulEfficiency);
+  double efficiency = device.matmulEfficiency;
+  if (work.matmul && work.batchedDim > 0)
+    efficiency *= device.batchedMatmulEfficiency(work.batchedDim);
+  double compute = work.flops / (peak * efficiency);
   double memory = work.bytes / (device.memoryBandwidth * device.memoryEfficiency);
   double random = device.randomRate > 0 ? work.randomDraws / device.randomRate : 0;
   return std::max({compute, memory, random}) + work.kernels * device.launchFloor;

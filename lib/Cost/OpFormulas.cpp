@@ -59,15 +59,30 @@ OpCost linear(const OpShapes &p) {
   return product(p, 0, 1, 2 * m * n * k, bias);
 }
 
+// A product of two batched operands (both of rank 3 or more: attention's
+// scores and context, not a weight): its per-batch GEMM's smallest dim, the
+// shape class its rate depends on (Work::batchedDim); 0 otherwise.
+void markBatched(OpCost &c, const OpShapes &p, size_t a, size_t b) {
+  const TensorInfo &x = in(p, a), &y = in(p, b);
+  if (x.shape.size() < 3 || y.shape.size() < 3)
+    return;
+  double m = dim(x, -2), k = dim(x, -1), n = dim(y, -1);
+  c.forward.batchedDim = c.backward.batchedDim = std::min({m, n, k});
+}
+
 // matmul/mm/bmm (any broadcasting): 2 * numel(out) * k, k the contracted
 // size (the last dim of the first operand).
 OpCost matmul(const OpShapes &p) {
-  return product(p, 0, 1, 2 * outNumel(p) * dim(in(p, 0), -1), {});
+  OpCost c = product(p, 0, 1, 2 * outNumel(p) * dim(in(p, 0), -1), {});
+  markBatched(c, p, 0, 1);
+  return c;
 }
 
 // addmm(self, m1, m2) / baddbmm / addmv: the product plus beta*self.
 OpCost addmm(const OpShapes &p) {
-  return product(p, 1, 2, 2 * outNumel(p) * dim(in(p, 1), -1), {0});
+  OpCost c = product(p, 1, 2, 2 * outNumel(p) * dim(in(p, 1), -1), {0});
+  markBatched(c, p, 1, 2);
+  return c;
 }
 
 // einsum: 2 * numel(out) * the sizes of the summed-out letters.

@@ -137,6 +137,32 @@ Expected<MatmulFigure> measureMatmul(const Target &t, const Peers &peers, at::Sc
   return fig;
 }
 
+// Batched float32 products as attention makes them, per smallest dim d:
+// scores [B, n, d] x [B, d, n] and context [B, n, n] x [B, n, d], n = 256,
+// B sized to about 2^28 FLOP a product; the rate of the pair (both products'
+// FLOP over both times) as a fraction of `peak`, the best square matmul's.
+Expected<std::vector<std::pair<int64_t, double>>>
+measureBatched(const Target &t, const Peers &peers, double peak, double budget) {
+  constexpr int64_t kN = 256;
+  std::vector<std::pair<int64_t, double>> out;
+  for (int64_t d : {16, 32, 64, 128, 256}) {
+    int64_t batch = std::max<int64_t>(1, (int64_t(1) << 27) / (kN * kN * d));
+    at::Tensor q = at::randn({batch, kN, d}, t.options(at::kFloat));
+    at::Tensor k = at::randn({batch, d, kN}, t.options(at::kFloat));
+    at::Tensor p = at::randn({batch, kN, kN}, t.options(at::kFloat));
+    at::Tensor v = at::randn({batch, kN, d}, t.options(at::kFloat));
+    at::bmm(q, k); // first touch
+    at::bmm(p, v);
+    t.sync();
+    NNSC_RETURN_IF_ERROR(peers.barrier());
+    double scores = medianInWindow(t, budget / 2, 3, [&] { at::bmm(q, k); });
+    double context = medianInWindow(t, budget / 2, 3, [&] { at::bmm(p, v); });
+    double flops = 2.0 * 2.0 * double(batch) * double(kN) * double(kN) * double(d);
+    out.emplace_back(d, flops / (scores + context) / peak);
+  }
+  return out;
+}
+
 // Bytes read plus written per second by a copy of `bytes`.
 Expected<double> measureCopy(const Target &t, const Peers &peers, int64_t bytes, double budget) {
   at::Tensor src = at::ones({bytes / 4}, t.options(at::kFloat));
@@ -193,6 +219,7 @@ Status agree(rt::CommWorld *world, const Target &t, std::vector<double> &rates, 
 
 struct Figures {
   std::vector<double> rates; ///< per plan.dtypes, then bandwidth, then random draws/s
+  std::vector<std::pair<int64_t, double>> batched; ///< rank 0's, of its own float32 rate
   double floor = 0;
   std::vector<std::string> notes;
 };
@@ -207,6 +234,15 @@ Expected<Figures> measureAll(const DevicePlan &plan, const Target &t, rt::CommWo
       return m.status();
     f.rates.push_back(m->flops);
     f.notes.push_back(fmt::format("{}: {}", dtype, m->note));
+  }
+  // Batched products against float32's square rate (every spec has float32).
+  auto f32 = std::find(plan.dtypes.begin(), plan.dtypes.end(), "float32");
+  if (f32 != plan.dtypes.end() && f.rates[size_t(f32 - plan.dtypes.begin())] > 0) {
+    auto batched =
+        measureBatched(t, peers, f.rates[size_t(f32 - plan.dtypes.begin())], plan.seconds);
+    if (!batched)
+      return batched.status();
+    f.batched = batched.take();
   }
   auto bandwidth = measureCopy(t, peers, copyBytes, plan.seconds);
   if (!bandwidth)
@@ -242,7 +278,7 @@ MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &
   }
   d.sources.push_back(fmt::format(
       "measured by nnsc-profile-device on {} {}: matmul n={}..{}, the median product in a {} s "
-      "window per size, the best size; copy {} likewise; random_rate: bernoulli_ into 4 Mi "
+      "window per size, the best size; batched_matmul: bmm [B, 256, d] x [B, d, 256] and [B, 256, 256] x [B, 256, d] likewise, per d, of that rate; copy {} likewise; random_rate: bernoulli_ into 4 Mi "
       "floats likewise; launch floor = median of 21 x 200 one-element adds; {}{}",
       hostName(), isoDateTime(), sizes.front(), sizes.back(), plan.seconds, formatBytes(copyBytes),
       threadCount(threads), perWorker));
@@ -252,6 +288,7 @@ MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &
   d.memoryBandwidth = f.rates[f.rates.size() - 2];
   d.randomRate = f.rates.back();
   d.launchFloor = f.floor;
+  d.batchedMatmul = f.batched;
   return d;
 }
 
@@ -284,6 +321,12 @@ Status measureAndWrite(const DevicePlan &plan, const rt::LaunchEnv &env, const T
     out << fmt::format("matmul {:<9} {:>10} FLOP/s ({})\n", plan.dtypes[i],
                        f->rates[i] > 0 ? formatReal(f->rates[i]) : "-",
                        f->notes[i].substr(plan.dtypes[i].size() + 2));
+  if (!d.batchedMatmul.empty()) {
+    std::string fractions;
+    for (const auto &[dim, fraction] : d.batchedMatmul)
+      fractions += fmt::format("{}{}: {:.2f}", fractions.empty() ? "" : ", ", dim, fraction);
+    out << fmt::format("batched matmul (smallest dim: of the float32 rate) {}\n", fractions);
+  }
   out << fmt::format("memory bandwidth {} B/s, random {} draws/s, launch floor {} s, memory "
                      "{:.1f} GiB\n",
                      formatReal(d.memoryBandwidth), formatReal(d.randomRate),

@@ -1,6 +1,8 @@
 // The measured device spec's YAML text.
 #include "nnsc/Profile/DeviceSpecFile.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "YamlText.h"
@@ -27,6 +29,11 @@ std::string formatDeviceSpec(const MeasuredDevice &d) {
   out += "efficiency:             # the figures above are achieved rates, so 1.0\n";
   out += "  matmul: 1.0\n";
   out += "  memory: 1.0\n";
+  if (!d.batchedMatmul.empty()) {
+    out += "  batched_matmul:       # batched products, by their smallest dim: of the matmul rate\n";
+    for (const auto &[dim, fraction] : d.batchedMatmul)
+      out += fmt::format("    {}: {:.3f}\n", dim, std::min(1.0, fraction));
+  }
   return out;
 }
 

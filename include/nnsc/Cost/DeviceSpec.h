@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nnsc/IR/Types.h"
@@ -24,6 +25,13 @@ struct DeviceSpec {
   double launchFloor = 0;      ///< seconds: the smallest time of any kernel
   double matmulEfficiency = 1; ///< achieved fraction of peak FLOP/s on matmul-class work
   double memoryEfficiency = 1; ///< achieved fraction of peak bandwidth
+  /// Batched products of small matrices (attention's scores and context:
+  /// [batch, m, k] x [batch, k, n]) run below a large GEMM's rate, the more
+  /// the smaller the matrices. Per smallest dim of the per-batch product
+  /// (min of m, n, k), ascending: the fraction of the matmul rate they
+  /// reach; between points interpolated in log2 of the dim, past the ends
+  /// the nearest. Empty (the key absent): 1, the matmul rate.
+  std::vector<std::pair<double, double>> batchedMatmul;
   /// Random numbers drawn per second (dropout masks, bernoulli, rand): what
   /// bounds those ops on a CPU, where each draw costs tens of instructions.
   /// 0 (the key absent): not a limit, random ops are priced by their bytes
@@ -33,6 +41,8 @@ struct DeviceSpec {
   /// Peak FLOP/s for work in `dtype`: its own key when the spec has one, else
   /// float32's (integer and bool work, a dtype the datasheet omits).
   double peakFlops(ir::DType dtype) const;
+  /// batchedMatmul at a per-batch product whose smallest dim is `dim`.
+  double batchedMatmulEfficiency(double dim) const;
 };
 
 /// The spec keys of flops: (float64 float32 tf32 bfloat16 float16 float8).

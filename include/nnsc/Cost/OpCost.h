@@ -70,6 +70,9 @@ struct Work {
   double bytes = 0;
   int kernels = 0;
   bool matmul = false;
+  /// A batched product's smallest per-batch dim (min of m, n, k): priced at
+  /// DeviceSpec::batchedMatmulEfficiency. 0: one large GEMM (linear, mm).
+  double batchedDim = 0;
   double randomDraws = 0; ///< random numbers drawn (DeviceSpec::randomRate)
 };
 

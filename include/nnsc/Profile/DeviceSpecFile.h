@@ -20,6 +20,9 @@ struct MeasuredDevice {
   double memoryBandwidth = 0; ///< bytes/s
   double launchFloor = 0;     ///< seconds
   double randomRate = 0;      ///< random numbers drawn per second; 0: not written
+  /// Batched products' rate as a fraction of the float32 matmul rate, per
+  /// smallest per-batch dim (efficiency.batched_matmul); empty: not written.
+  std::vector<std::pair<int64_t, double>> batchedMatmul;
 };
 
 /// The spec as YAML text. Efficiencies are written as 1.0: the figures are
