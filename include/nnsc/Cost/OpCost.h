@@ -70,10 +70,10 @@ struct Work {
   double bytes = 0;
   int kernels = 0;
   bool matmul = false;
+  double randomDraws = 0; ///< random numbers drawn (DeviceSpec::randomRate)
   /// A batched product's smallest per-batch dim (min of m, n, k): priced at
   /// DeviceSpec::batchedMatmulEfficiency. 0: one large GEMM (linear, mm).
   double batchedDim = 0;
-  double randomDraws = 0; ///< random numbers drawn (DeviceSpec::randomRate)
 };
 
 /// What the backward needs kept from the forward, besides parameters.

@@ -85,6 +85,14 @@ TEST_CASE("matmul and bmm: 2 * numel(out) * k", "[cost]") {
   CHECK(c.forward.flops == 2.0 * 8 * 16 * 4 * 32);
   CHECK(c.backward.flops == 2.0 * 8 * 16 * 4 * 32);
   CHECK(c.saved.inputs == std::vector<int>{0});
+  // Both operands batched: the per-batch product's smallest dim (m 16, k 32, n 4).
+  CHECK(c.forward.batchedDim == 4);
+  CHECK(c.backward.batchedDim == 4);
+  Part scores("aten::matmul", {act({2, 3, 4, 5}), act({2, 3, 5, 6})}, {act({2, 3, 4, 6})});
+  CHECK(scores.cost().forward.batchedDim == 4);
+  // A weight (rank 2) is one large GEMM, whatever the input's batch dims.
+  Part lin("aten::matmul", {act({2, 3, 4, 5}), act({5, 6})}, {act({2, 3, 4, 6})});
+  CHECK(lin.cost().forward.batchedDim == 0);
 }
 
 TEST_CASE("attention: QK^T, softmax, PV; backward 2.5x the matmuls; causal halves", "[cost]") {
@@ -208,6 +216,12 @@ TEST_CASE("workSeconds is the roofline plus the launch floor", "[cost]") {
   CHECK(cost::workSeconds(draws, DType::Float32, d) == Catch::Approx(1e3 / 5e10 + 1e-6));
   d.randomRate = 1e8;
   CHECK(cost::workSeconds(draws, DType::Float32, d) == Catch::Approx(1.0 + 1e-6));
+  // A batched product runs at its smallest dim's fraction of the matmul rate.
+  d.batchedMatmul = {{32, 0.25}, {128, 0.75}};
+  cost::Work batched = mm;
+  batched.batchedDim = 64; // halfway in log2: 0.5
+  CHECK(cost::workSeconds(batched, DType::Float32, d) == Catch::Approx(4e9 / 2.5e11 + 1e-6));
+  CHECK(cost::workSeconds(mm, DType::Float32, d) == Catch::Approx(4e9 / 5e11 + 1e-6));
 }
 
 TEST_CASE("dropout and random fills draw one number per output element", "[cost]") {

@@ -1,6 +1,8 @@
 // Device specs and comm tables: parsing, errors, interpolation.
 #include "../CatchCompat.h"
 
+#include <cmath>
+
 #include "nnsc/Cost/Cluster.h"
 
 using namespace nnsc;
@@ -83,6 +85,32 @@ TEST_CASE("device specs parse and name the key, file and line of an error", "[co
   auto badRate = cost::parseDeviceSpec(replaced(withRate, "1.7e8", "-1"), "cpu.yaml");
   CHECK_THAT(badRate.status().message(),
              ContainsSubstring("cpu.yaml:8:14: error: 'random_rate' must be positive, got -1"));
+}
+
+TEST_CASE("a device spec's batched products: parsed, interpolated, named in errors", "[cost]") {
+  std::string text = replaced(kSpec, "  memory: 0.8",
+                              "  memory: 0.8\n  batched_matmul: {128: 0.9, 32: 0.5, 64: 0.7}");
+  auto spec = cost::parseDeviceSpec(text, "cpu.yaml");
+  REQUIRE(spec.isOk());
+  REQUIRE(spec->batchedMatmul.size() == 3);
+  CHECK(spec->batchedMatmul.front().first == 32); // sorted by dim
+  CHECK(spec->batchedMatmulEfficiency(64) == Approx(0.7));
+  CHECK(spec->batchedMatmulEfficiency(16) == Approx(0.5));   // below: the nearest
+  CHECK(spec->batchedMatmulEfficiency(1024) == Approx(0.9)); // above: the nearest
+  // In log2 of the dim: 45.25 = 2^5.5 lies halfway between 32 and 64.
+  CHECK(spec->batchedMatmulEfficiency(std::exp2(5.5)) == Approx(0.6));
+  auto absent = cost::parseDeviceSpec(kSpec, "gpu.yaml");
+  REQUIRE(absent.isOk());
+  CHECK(absent->batchedMatmulEfficiency(32) == 1.0);
+  auto over = cost::parseDeviceSpec(replaced(text, "128: 0.9", "128: 1.5"), "cpu.yaml");
+  CHECK_THAT(over.status().message(),
+             ContainsSubstring("'efficiency.batched_matmul.128' is a fraction of the matmul rate"));
+  auto twice = cost::parseDeviceSpec(replaced(text, "64: 0.7", "32: 0.7"), "cpu.yaml");
+  CHECK_THAT(twice.status().message(), ContainsSubstring("gives dim 32 twice"));
+  auto list = cost::parseDeviceSpec(replaced(text, "{128: 0.9, 32: 0.5, 64: 0.7}", "[1, 2]"),
+                                    "cpu.yaml");
+  CHECK_THAT(list.status().message(),
+             ContainsSubstring("cpu.yaml:12:19: error: 'efficiency.batched_matmul' must map"));
 }
 
 TEST_CASE("the shipped device specs and comm tables load", "[cost]") {

@@ -72,8 +72,16 @@ def check_device(doc, args):
         if not positive(doc[key]):
             fail("%s is %r" % (key, doc[key]))
         print("%s positive" % key)
-    if doc["efficiency"] != {"matmul": 1.0, "memory": 1.0}:
+    eff = dict(doc["efficiency"])
+    batched = eff.pop("batched_matmul", None)
+    if eff != {"matmul": 1.0, "memory": 1.0}:
         fail("efficiency %r" % doc["efficiency"])
+    # float32 measured: batched products at 16..256, each a fraction of the square rate
+    if "float32" in doc["flops"]:
+        if sorted((batched or {}).keys()) != [16, 32, 64, 128, 256] or \
+                not all(0 < v <= 1 for v in batched.values()):
+            fail("efficiency.batched_matmul %r" % batched)
+        print("batched_matmul 16..256")
     print("flops: %s" % ", ".join(sorted(doc["flops"])))
 
 
