@@ -156,7 +156,7 @@ Expected<Solution> solveRepeated(const Problem &p, const std::vector<int> &repre
       expanded.choice[d] = foldedChoice[static_cast<size_t>(
           f.keptOf[static_cast<size_t>(representative[d])])];
     Solution full = evaluate(p, expanded.choice);
-    if (!best || full.time < best->time)
+    if (!best || canonical(full.time) < canonical(best->time))
       best = std::move(full);
   }
   if (!best)

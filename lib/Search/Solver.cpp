@@ -10,6 +10,13 @@
 
 namespace nnsc::search {
 
+double canonical(double x) {
+  if (x == 0 || !std::isfinite(x))
+    return x;
+  int e = std::ilogb(x);
+  return std::ldexp(std::nearbyint(std::ldexp(x, 40 - e)), e - 40);
+}
+
 namespace {
 
 std::string nodeName(const Problem &p, int i) {
@@ -71,12 +78,13 @@ int64_t encode(const Problem &p, const std::vector<int> &frontier,
 // Keeps the entries no other beats on both memory and time; past `limit`
 // points, an even spread over memory (the extremes always kept).
 void paretoPrune(std::vector<Entry> &es, int64_t limit) {
-  std::sort(es.begin(), es.end(), [](const Entry &a, const Entry &b) {
-    return a.memory != b.memory ? a.memory < b.memory : a.time < b.time;
+  std::stable_sort(es.begin(), es.end(), [](const Entry &a, const Entry &b) {
+    double ma = canonical(a.memory), mb = canonical(b.memory);
+    return ma != mb ? ma < mb : canonical(a.time) < canonical(b.time);
   });
   std::vector<Entry> kept;
   for (const Entry &e : es)
-    if (kept.empty() || e.time < kept.back().time)
+    if (kept.empty() || canonical(e.time) < canonical(kept.back().time))
       kept.push_back(e);
   if (static_cast<int64_t>(kept.size()) > limit && limit >= 2) {
     std::vector<Entry> thin;
@@ -203,7 +211,7 @@ Expected<Solution> solveDp(const Problem &p, const DpLimits &limits) {
   const std::vector<Entry> &last = layers.back().entries[0];
   size_t best = 0;
   for (size_t k = 1; k < last.size(); ++k)
-    if (last[k].time < last[best].time)
+    if (canonical(last[k].time) < canonical(last[best].time))
       best = k;
   std::vector<int> choice(p.nodes.size(), 0);
   int64_t state = 0, entry = int64_t(best);

@@ -19,6 +19,12 @@
 
 namespace nnsc::search {
 
+/// `x` rounded to 40 significant bits: the form in which the solvers
+/// compare totals. Sums of the same prices added in another order (a fold's,
+/// a probe's weighted ones) differ in their last bits; rounded they tie, and
+/// a tie goes to the earlier candidate (option order), the same either way.
+double canonical(double x);
+
 struct DpLimits {
   /// Largest number of frontier states the program may hold at once; a
   /// problem wider than this is an error naming the node, not a hang.
