@@ -192,3 +192,20 @@ TEST_CASE("search: malformed problems and a too-wide frontier are errors", "[sea
         "combinations (limit 1000)");
   CHECK(solveDp(wide).isOk());
 }
+
+TEST_CASE("search: totals equal but for their last bits tie, and the earlier option wins",
+          "[search]") {
+  // 0.1 + 0.2 is 0.30000000000000004: the same price added in another order.
+  Problem p;
+  p.nodes = {{{0.1, 1, "a"}, {0.0, 1, "b"}}, {{0.2, 1, "x"}, {0.3, 1, "y"}}};
+  p.edges = {{0, 1, {0, 10, 10, 0}}}; // a goes with x, b with y
+  auto s = solveDp(p);
+  REQUIRE(s.isOk());
+  CHECK(s->choice == std::vector<int>{0, 0}); // a + x = 0.1 + 0.2 ties b + y = 0.0 + 0.3
+  CHECK(canonical(0.1 + 0.2) == canonical(0.3));
+  CHECK(canonical(0.3) != canonical(0.3 * (1 + 1e-9)));
+  CHECK(canonical(0.0) == 0.0);
+  // A real difference still decides.
+  p.nodes[0][1].time = -1e-6;
+  CHECK(solveDp(p)->choice == std::vector<int>{1, 1});
+}
