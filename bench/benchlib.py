@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
@@ -40,3 +41,34 @@ def write_config(path, program, run_dir, vocab, steps):
                 f"train: {{steps: {steps}, log_every: 1000}}\n"
                 "optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}\n"
                 "checkpoint: {every: 0, resume: never}\n")
+
+
+def size_blas_threads(argv):
+    """Sizes OpenBLAS's and OpenMP's own pools to --threads (default 1) before torch loads:
+    torch.set_num_threads does not size OpenBLAS's, which otherwise takes every core (nnsc's
+    workers size it: lib/Runtime/Threads.cpp). Call before `import torch`."""
+    threads = argv[argv.index("--threads") + 1] if "--threads" in argv[:-1] else "1"
+    os.environ["OPENBLAS_NUM_THREADS"] = threads
+    os.environ["OMP_NUM_THREADS"] = threads
+
+
+def spec_value(path, key, who="bench"):
+    """A number of a device spec's YAML by its key (`float32` under flops, `memory_bandwidth`)."""
+    for line in open(path):
+        s = line.split("#")[0].strip()
+        if s.startswith(key + ":"):
+            return float(s.split(":", 1)[1])
+    sys.exit(f"{who}: {path} has no {key}")
+
+
+def median_seconds(fn, repeat):
+    """The median of `repeat` timed calls of fn, after one untimed (first-touch pages, buffers)."""
+    fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    samples.sort()
+    return samples[len(samples) // 2]
+

@@ -14,35 +14,13 @@ workers) and prints it against that price: above 1, the model under-predicts by 
 import argparse
 import os
 import sys
-import time
-
-_threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "1"
-os.environ["OPENBLAS_NUM_THREADS"] = _threads
-os.environ["OMP_NUM_THREADS"] = _threads
-
-import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 from benchlib import ROOT  # noqa: E402
 
-
-def spec_value(path, key):
-    for line in open(path):
-        s = line.split("#")[0].strip()
-        if s.startswith(key + ":"):
-            return float(s.split(":", 1)[1])
-    sys.exit(f"elementwise_shapes: {path} has no {key}")
-
-
-def median_seconds(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2]
+benchlib.size_blas_threads(sys.argv)
+import torch  # noqa: E402
 
 
 def main():
@@ -57,8 +35,8 @@ def main():
         sys.exit(f"elementwise_shapes: no spec at {args.spec}: make one with "
                  "nnsc-profile-device --threads 1 --out FILE")
     torch.set_num_threads(args.threads)
-    bandwidth = spec_value(args.spec, "memory_bandwidth")
-    floor = spec_value(args.spec, "launch_floor")
+    bandwidth = benchlib.spec_value(args.spec, "memory_bandwidth", "elementwise_shapes")
+    floor = benchlib.spec_value(args.spec, "launch_floor", "elementwise_shapes")
     B, T, C, H = 8, 256, 384, 6
     wide = torch.randn(B, T, 4 * C)
     x = torch.randn(B, T, C)
@@ -83,7 +61,7 @@ def main():
           f"{bandwidth:.3g} B/s + {floor:.2g} s (the spec)")
     total_measured = total_priced = 0.0
     for name, op, nbytes in cases:
-        measured = median_seconds(op, args.repeat)
+        measured = benchlib.median_seconds(op, args.repeat)
         priced = nbytes / bandwidth + floor
         total_measured += measured
         total_priced += priced

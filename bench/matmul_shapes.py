@@ -16,38 +16,13 @@ the same run (the spread one rate cannot express, whatever the VM's speed that d
 import argparse
 import os
 import sys
-import time
-
-# OpenBLAS keeps its own thread pool, which torch.set_num_threads does not size: without this
-# it multiplies on every core while the figures claim one thread (nnsc's workers size it,
-# lib/Runtime/Threads.cpp). It must be set before the library loads.
-_threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "1"
-os.environ["OPENBLAS_NUM_THREADS"] = _threads
-os.environ["OMP_NUM_THREADS"] = _threads
-
-import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 from benchlib import ROOT  # noqa: E402
 
-
-def spec_flops(path):
-    for line in open(path):
-        s = line.split("#")[0].strip()
-        if s.startswith("float32:"):
-            return float(s.split(":")[1])
-    sys.exit(f"matmul_shapes: {path}: no flops: float32: line")
-
-
-def timed(fn, repeat):
-    fn()  # warm up: first-touch pages, BLAS buffers
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    samples.sort()
-    return samples[len(samples) // 2]
+benchlib.size_blas_threads(sys.argv)
+import torch  # noqa: E402
 
 
 def linear_shapes(name, m, k, n):
@@ -98,7 +73,7 @@ def main():
     if not os.path.exists(args.spec):
         sys.exit(f"matmul_shapes: {args.spec}: no such spec; run bench/cost_fidelity.sh first or "
                  "nnsc-profile-device --threads 1 -o FILE")
-    peak = spec_flops(args.spec)
+    peak = benchlib.spec_value(args.spec, "float32", "matmul_shapes")
     torch.set_num_threads(args.threads)
     print(f"spec {args.spec}: float32 matmul {peak / 1e9:.1f} GFLOP/s; torch {torch.__version__}, "
           f"{args.threads} thread(s)")
@@ -109,7 +84,7 @@ def main():
         for name, a_shape, b_shape in shapes:
             a, b = torch.randn(*a_shape), torch.randn(*b_shape)
             flops = 2.0 * a.numel() * b_shape[-1]
-            sec = timed(lambda: torch.matmul(a, b), args.repeat)
+            sec = benchlib.median_seconds(lambda: torch.matmul(a, b), args.repeat)
             total_flops += flops
             total_time += sec
             rows.append((name, a_shape, b_shape, sec, flops / sec))
