@@ -66,6 +66,9 @@ std::vector<KeySpec> buildKeys() {
       "device", "cpu", {"cpu", "cuda"}, [](C & c) -> auto & { return c.device; }));
   k.push_back(choiceKey(
       "backend", "auto", {"auto", "gloo", "nccl"}, [](C & c) -> auto & { return c.backend; }));
+  k.push_back(choiceKey(
+      "host_memory", "keep", {"keep", "return"},
+      [](C & c) -> auto & { return c.hostMemory; }));
   k.push_back(floatKey(
       "comm_timeout_s", "120", 1e-3, [](C & c) -> auto & { return c.commTimeoutS; },
       86400)); // a day; far past it the milliseconds overflow

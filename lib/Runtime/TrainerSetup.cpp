@@ -10,6 +10,7 @@
 #include "TensorIO.h"
 #include "TrainerImpl.h"
 #include "nnsc/Runtime/PipelineManifest.h"
+#include "nnsc/Runtime/HostMemory.h"
 #include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Runtime/Threads.h"
 #include "nnsc/Support/Safetensors.h"
@@ -245,12 +246,14 @@ void buildOptimizer(TrainerState &s) {
                                             s.config.train.steps);
 }
 
-void seedAndThreads(TrainerState &s) {
+void seedAndThreads(TrainerState &s) { // and the host allocator
   int64_t threads = s.config.threads;
   if (threads <= 0)
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() /
                                        std::max(1, s.env.localWorldSize));
   setIntraOpThreads(int(threads));
+  if (s.config.hostMemory == "keep")
+    keepFreedHostMemory();
   // The graph executor's optimizations (profiling, autodiff subgraphs)
   // change numerics from the third call on; without them step N computes the
   // same bits in a fresh (resumed) process as in a long-running one.

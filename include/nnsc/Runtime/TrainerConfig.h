@@ -98,6 +98,7 @@ struct TrainerConfig {
   int64_t threads = 0;          ///< intra-op threads; 0 = cores / local workers
   std::string device = "cpu";   ///< cpu | cuda
   std::string backend = "auto"; ///< auto | gloo | nccl
+  std::string hostMemory = "keep"; ///< keep | return (HostMemory.h)
   double commTimeoutS = 120;
   DataConfig data;
   TrainLoopConfig train;

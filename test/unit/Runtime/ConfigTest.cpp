@@ -86,7 +86,7 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
   CHECK_THAT(c.status().message(),
              Catch::Matchers::StartsWith(
                  "cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
-                 "program, run_dir, seed, threads, device, backend, comm_timeout_s, "
+                 "program, run_dir, seed, threads, device, backend, host_memory, comm_timeout_s, "
                  "data, train, optimizer, lr_schedule, checkpoint, data_parallel, precision, "
                  "report_memory, metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
@@ -235,4 +235,19 @@ TEST_CASE("config: precision section, its defaults and its errors", "[runtime][c
   auto key = parse(std::string(kBase) + "precision:\n  loss_scale:\n    start: 8\n");
   REQUIRE(!key.isOk());
   CHECK_THAT(key.status().message(), Catch::Matchers::ContainsSubstring("unknown key 'start'"));
+}
+
+TEST_CASE("config: host_memory keeps freed memory unless told to return it",
+          "[runtime][config]") {
+  auto d = parse(kBase);
+  REQUIRE(d.isOk());
+  CHECK(d->hostMemory == "keep");
+  auto r = parse(std::string(kBase) + "host_memory: return\n");
+  REQUIRE(r.isOk());
+  CHECK(r->hostMemory == "return");
+  auto bad = parse(std::string(kBase) + "host_memory: cache\n");
+  REQUIRE(!bad.isOk());
+  CHECK_THAT(bad.status().message(),
+             Catch::Matchers::ContainsSubstring("cfg.yaml:12:1: error: 'host_memory' must be one of: keep, return"));
+  CHECK_THAT(bad.status().message(), Catch::Matchers::ContainsSubstring("cache"));
 }
