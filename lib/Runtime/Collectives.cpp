@@ -1,12 +1,35 @@
 // Tensor-level collectives along a dimension, built on CommBackend.
 #include "nnsc/Runtime/Collectives.h"
 
+#include <atomic>
+#include <chrono>
+
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
 namespace nnsc::rt {
 
 namespace {
+
+std::atomic<int64_t> gCollectiveNanos{0}, gCollectiveCalls{0};
+
+// Adds the wall time of its scope to the counters takeCollectiveTime reads.
+class Timed {
+public:
+  Timed() : start_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now() - start_)
+                  .count();
+    gCollectiveNanos.fetch_add(int64_t(ns), std::memory_order_relaxed);
+    gCollectiveCalls.fetch_add(1, std::memory_order_relaxed);
+  }
+  Timed(const Timed &) = delete;
+  Timed &operator=(const Timed &) = delete;
+
+private:
+  std::chrono::steady_clock::time_point start_;
+};
 
 Expected<int64_t> wrapDim(const at::Tensor &x, int64_t dim, const char *op) {
   int64_t rank = x.dim();
@@ -27,6 +50,7 @@ Expected<int64_t> wrapSplitDim(const CommBackend &group, const at::Tensor &x, in
 } // namespace
 
 Expected<at::Tensor> allReduceTensor(CommBackend &group, const at::Tensor &x, ReduceOp op) {
+  Timed timed;
   std::vector<at::Tensor> out{x.clone(at::MemoryFormat::Contiguous)};
   if (group.size() == 1)
     return out[0];
@@ -35,6 +59,7 @@ Expected<at::Tensor> allReduceTensor(CommBackend &group, const at::Tensor &x, Re
 }
 
 Expected<at::Tensor> allGatherTensor(CommBackend &group, const at::Tensor &x, int64_t dim) {
+  Timed timed;
   auto d = wrapDim(x, dim, "allgather");
   if (!d)
     return d.status();
@@ -49,6 +74,7 @@ Expected<at::Tensor> allGatherTensor(CommBackend &group, const at::Tensor &x, in
 }
 
 Expected<at::Tensor> reduceScatterTensor(CommBackend &group, const at::Tensor &x, int64_t dim) {
+  Timed timed;
   auto d = wrapSplitDim(group, x, dim, "reducescatter");
   if (!d)
     return d.status();
@@ -64,6 +90,7 @@ Expected<at::Tensor> reduceScatterTensor(CommBackend &group, const at::Tensor &x
 
 Expected<at::Tensor> allToAllTensor(CommBackend &group, const at::Tensor &x, int64_t splitDim,
                                     int64_t concatDim) {
+  Timed timed;
   auto split = wrapSplitDim(group, x, splitDim, "alltoall");
   if (!split)
     return split.status();
@@ -85,6 +112,13 @@ Expected<at::Tensor> chunkTensor(const CommBackend &group, const at::Tensor &x, 
   if (!d)
     return d.status();
   return x.chunk(group.size(), *d)[group.rank()].clone(at::MemoryFormat::Contiguous);
+}
+
+CollectiveTime takeCollectiveTime() {
+  CollectiveTime t;
+  t.seconds = double(gCollectiveNanos.exchange(0, std::memory_order_relaxed)) * 1e-9;
+  t.calls = gCollectiveCalls.exchange(0, std::memory_order_relaxed);
+  return t;
 }
 
 } // namespace nnsc::rt

@@ -1,6 +1,7 @@
 // The training loop of one worker.
 #include "nnsc/Runtime/Trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "PipelineRunner.h"
 #include "TrainerImpl.h"
 #include "TrainerLog.h"
+#include "nnsc/Runtime/Collectives.h"
 #include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Support/File.h"
 
@@ -143,11 +145,20 @@ Expected<bool> masterGradients(TrainerState &s) {
 
 Expected<double> trainStep(TrainerState &s, int64_t step, double lr, StepRecord &r) {
   const int64_t accum = s.config.train.gradAccumulation;
+  auto t0 = Clock::now();
+  takeCollectiveTime(); // the step's own from here
   auto lossSum = s.pipeline ? pipelineStep(s, step) : microBatchesStep(s, step);
   if (!lossSum)
     return lossSum.status();
+  CollectiveTime comm = takeCollectiveTime();
+  auto t1 = Clock::now();
   for (auto &red : s.reducers)
     NNSC_RETURN_IF_ERROR(red->finish());
+  if (!s.device.is_cuda()) {
+    r.fwdBwdSeconds = seconds(t0, t1);
+    r.commSeconds = comm.seconds;
+    r.gradSyncSeconds = seconds(t1, Clock::now());
+  }
   if (s.precision && s.precision->scaler())
     r.lossScale = s.precision->lossScale(); // the scale this step's backward used
   auto overflow = masterGradients(s);
@@ -224,6 +235,9 @@ private:
     auto now = Clock::now();
     double tokens = double(s_.config.train.globalBatchSize) * double(s_.blockSize);
     r.stepSeconds = seconds(stepStart_, now);
+    if (r.fwdBwdSeconds)
+      r.optimizerSeconds =
+          std::max(0.0, r.stepSeconds - *r.fwdBwdSeconds - r.gradSyncSeconds.value_or(0));
     r.tokensPerS = tokens / std::max(1e-9, r.stepSeconds);
     int64_t doneHere = r.step - s_.startStep;
     r.etaSeconds = seconds(start_, now) / double(doneHere) * double(r.steps - r.step);

@@ -49,6 +49,12 @@ std::string formatMetricsRecord(const StepRecord &r) {
                       {"grad_norm", r.gradNorm},
                       {"tokens_per_s", r.tokensPerS},
                       {"step_s", r.stepSeconds}};
+  if (r.fwdBwdSeconds) {
+    j["fwd_bwd_s"] = *r.fwdBwdSeconds;
+    j["comm_s"] = r.commSeconds.value_or(0);
+    j["grad_sync_s"] = r.gradSyncSeconds.value_or(0);
+    j["optimizer_s"] = r.optimizerSeconds.value_or(0);
+  }
   if (r.valLoss)
     j["val_loss"] = *r.valLoss;
   if (r.lossScale)

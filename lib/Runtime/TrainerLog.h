@@ -13,6 +13,12 @@ struct StepRecord {
   double loss = 0, lr = 0, gradNorm = 0, tokensPerS = 0;
   double stepSeconds = 0; ///< wall time of this step alone
   double etaSeconds = 0;
+  /// Where a CPU step's time went (set on cpu only: on cuda the host runs
+  /// ahead of the kernels, so host wall times do not split the step):
+  /// forward and backward of every micro-batch, the collectives inside
+  /// them (nnsc.* ops; part of the former), the wait for the gradient
+  /// reducers after the last backward, and the rest (clipping, optimizer).
+  std::optional<double> fwdBwdSeconds, commSeconds, gradSyncSeconds, optimizerSeconds;
   std::optional<double> valLoss;
   std::optional<double> lossScale; ///< fp16: the scale the step's backward used
   bool skipped = false;            ///< fp16: gradients overflowed, no update
@@ -25,7 +31,7 @@ std::string formatProgressLine(const StepRecord &r);
 std::string formatValidationLine(const StepRecord &r);
 
 /// One JSON object: {"step", "loss", "lr", "grad_norm", "tokens_per_s",
-/// "step_s"[, "val_loss"]}.
+/// "step_s"[, "fwd_bwd_s", "comm_s", "grad_sync_s", "optimizer_s"][, "val_loss"]}.
 std::string formatMetricsRecord(const StepRecord &r);
 
 /// 11204.3 -> "11,204".
