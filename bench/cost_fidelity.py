@@ -79,19 +79,49 @@ def predicted(text):
     m = re.search(r"predicted step time: ([0-9.]+) (us|ms|s)\b", text)
     if not m:
         sys.exit(f"cost_fidelity: no predicted step time in nnsc-plan's output:\n{text}")
-    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
+    scale = UNIT[m.group(2)]
     return float(m.group(1)) * scale
 
 
+UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+PART = r"([0-9.]+) (us|ms|s)\b"
+
+
+def predicted_parts(text):
+    """Device 0's predicted parts of a step, in seconds, from nnsc-plan --print: compute
+    (forward and backward of every micro-batch), comm (the collectives inside them), the
+    exposed gradient all-reduce and the optimizer; None where the line is missing."""
+    m = re.search(rf"device 0: forward {PART} \+ comm {PART}, backward {PART} \+ comm {PART} "
+                  rf"\(per micro-batch\); grad all-reduce {PART} in \d+ buckets?, {PART} exposed; "
+                  rf"optimizer {PART}", text)
+    micro = re.search(r"micro_batches (\d+)", text)
+    if not m:
+        return None
+    v = [float(m.group(i)) * UNIT[m.group(i + 1)] for i in range(1, 15, 2)]
+    n = int(micro.group(1)) if micro else 1
+    return {"compute": (v[0] + v[2]) * n, "comm": (v[1] + v[3]) * n, "sync": v[5], "opt": v[6]}
+
+
+def measured_parts(rows):
+    """The median of each part over the measured steps (metrics.jsonl on CPU)."""
+    if not rows or "fwd_bwd_s" not in rows[0]:
+        return None
+    med = lambda k: statistics.median(r[k] for r in rows)
+    return {"compute": statistics.median(r["fwd_bwd_s"] - r["comm_s"] for r in rows),
+            "comm": med("comm_s"), "sync": med("grad_sync_s"), "opt": med("optimizer_s")}
+
+
 def measured(run_dir, log, warmup):
-    """(median step seconds after the warmup, [peak bytes per rank], [estimate per rank])."""
+    """(median step seconds after the warmup, [peak bytes per rank], [estimate per rank],
+    the step's measured parts or None)."""
     rows = [json.loads(line) for line in open(f"{run_dir}/metrics.jsonl")]
-    times = [r["step_s"] for r in rows if r["step"] > warmup]
+    kept = [r for r in rows if r["step"] > warmup]
+    times = [r["step_s"] for r in kept]
     m = re.search(r"peak memory per rank \([^)]*\): measured ([^;]*); plan estimate (.*)", log)
     if not m:
         sys.exit(f"cost_fidelity: no memory line in nnsc-run's output:\n{log}")
     mib = lambda cells: [float(c.split()[0]) * 2**20 for c in cells.split("|")]
-    return statistics.median(times), mib(m.group(1)), mib(m.group(2))
+    return statistics.median(times), mib(m.group(1)), mib(m.group(2)), measured_parts(kept)
 
 
 def run_plan(d, model, vocab, name, ranks, plan_args, args, spec, comm):
@@ -110,8 +140,8 @@ def run_plan(d, model, vocab, name, ranks, plan_args, args, spec, comm):
     benchlib.write_config(f"{d}/{tag}.yaml", f"{d}/{tag}", f"{d}/{tag}-run", vocab,
                           args.steps + args.warmup)
     log = sh([f"{args.bin}/nnsc-run", f"{d}/{tag}.yaml", "--nproc-per-node", str(ranks)])
-    meas, peak, est = measured(f"{d}/{tag}-run", log, args.warmup)
-    return pred, meas, max(peak), max(est), copies
+    meas, peak, est, parts = measured(f"{d}/{tag}-run", log, args.warmup)
+    return pred, meas, max(peak), max(est), copies, (predicted_parts(out), parts)
 
 
 def ranks_of(values):
@@ -161,13 +191,16 @@ def main():
         model, config = item.split(":")
         d, vocab = prepare(model, config, args.work, args.bin)
         rows = []
+        parts = []
         samples = {}  # measured seconds per micro-batch of samples (step / copies)
         for name, ranks, plan_args in PLANS:
             if args.plans and name not in args.plans.split(","):
                 continue
-            pred, meas, peak, est, copies = run_plan(d, model, vocab, name, ranks, plan_args,
-                                                     args, spec if ranks > 1 else spec1, comm)
+            pred, meas, peak, est, copies, split = run_plan(d, model, vocab, name, ranks,
+                                                            plan_args, args,
+                                                            spec if ranks > 1 else spec1, comm)
             rows.append((name, pred, meas, peak, est))
+            parts.append((name, *split))
             samples[name] = meas / copies
         table = []
         for name, pred, meas, peak, est in rows:
@@ -177,6 +210,7 @@ def main():
             print(f"{model + ':' + config:<16} {name:<12} {pred * 1e3:9.1f} {meas * 1e3:9.1f} "
                   f"{err * 100:+6.1f}%   {est / 2**20:9.2f} {peak / 2**20:9.2f} {merr * 100:+6.1f}%")
         summarize(f"{model}:{config}", table)
+        print_parts(model, config, parts)
         hand = {k: v for k, v in samples.items() if k not in ("autodist", "1 process")}
         if "autodist" in samples and hand:
             best = min(hand, key=hand.get)
@@ -188,6 +222,19 @@ def main():
         everything += table
     if len(args.models.split(",")) > 1:
         summarize("all", everything, ranking=False)
+
+
+def print_parts(model, config, parts):
+    """Where each plan's error lies: rank 0's step in parts, predicted / measured ms."""
+    keys = [("compute", "compute"), ("comm", "in-step comm"), ("sync", "grad sync exposed"),
+            ("opt", "optimizer")]
+    print(f"{model}:{config} parts of rank 0's step, predicted / measured ms: "
+          + ", ".join(label for _, label in keys))
+    for name, pred, meas in parts:
+        if not pred or not meas:
+            continue
+        cells = [f"{pred[k] * 1e3:7.1f} / {meas[k] * 1e3:7.1f}" for k, _ in keys]
+        print(f"  {name:<12} " + "   ".join(cells))
 
 
 def summarize(label, table, ranking=True):
