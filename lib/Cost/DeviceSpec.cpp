@@ -18,6 +18,12 @@ const std::vector<std::string> &flopsKeys() {
   return keys;
 }
 
+const std::vector<std::string> &vectorKinds() {
+  static const std::vector<std::string> kinds = {"exp",     "gelu", "select",
+                                                 "softmax", "norm", "loss"};
+  return kinds;
+}
+
 double DeviceSpec::batchedMatmulEfficiency(double dim) const {
   if (batchedMatmul.empty())
     return 1;
@@ -125,6 +131,34 @@ Status readBatched(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
   return Status::ok();
 }
 
+// vector_ops: {kind: [forward per element, forward per row, backward per
+// element, backward per row]}, seconds.
+Status readVectorOps(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
+  std::set<std::string> allowed(vectorKinds().begin(), vectorKinds().end());
+  if (!n.IsMap())
+    return r.errorAt(n, "'vector_ops' must map an op kind to [forward s/element, forward s/row, "
+                        "backward s/element, backward s/row]");
+  NNSC_RETURN_IF_ERROR(r.checkKeys(n, allowed, "'vector_ops'"));
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string key = "vector_ops." + it->first.Scalar();
+    if (!it->second.IsSequence() || it->second.size() != 4)
+      return r.errorAt(it->second, fmt::format("'{}' must be a list of 4 numbers: forward "
+                                               "s/element, forward s/row, backward s/element, "
+                                               "backward s/row",
+                                               key));
+    double v[4];
+    for (size_t i = 0; i < 4; ++i) {
+      auto x = r.number(it->second[i], key, false);
+      if (!x)
+        return x.status();
+      NNSC_RETURN_IF_ERROR(checkPhysical(r, it->second[i], key, *x, 0, 1e-3, "s"));
+      v[i] = *x;
+    }
+    spec.vectorOps[it->first.Scalar()] = {v[0], v[1], v[2], v[3]};
+  }
+  return Status::ok();
+}
+
 Status readEfficiency(const YamlReader &r, const YAML::Node &n, DeviceSpec &spec) {
   NNSC_RETURN_IF_ERROR(r.checkKeys(n, {"matmul", "memory", "batched_matmul"}, "'efficiency'"));
   if (YAML::Node batched = n["batched_matmul"])
@@ -179,7 +213,7 @@ Expected<DeviceSpec> parseDeviceSpec(const std::string &text, const std::string 
   NNSC_RETURN_IF_ERROR(r.checkKeys(*root,
                                    {"name", "description", "sources", "flops", "memory_bytes",
                                     "memory_bandwidth", "launch_floor", "random_rate",
-                                    "efficiency"},
+                                    "vector_ops", "efficiency"},
                                    "the device spec"));
   DeviceSpec spec;
   auto name = r.require(*root, "name", "the device spec");
@@ -208,6 +242,8 @@ Expected<DeviceSpec> parseDeviceSpec(const std::string &text, const std::string 
       return v.status();
     spec.randomRate = *v;
   }
+  if (YAML::Node vec = (*root)["vector_ops"])
+    NNSC_RETURN_IF_ERROR(readVectorOps(r, vec, spec));
   auto eff = r.require(*root, "efficiency", "the device spec");
   if (!eff)
     return eff.status();

@@ -234,9 +234,14 @@ OpCost opCost(const OpShapes &part) {
   const OpTraits *t = opTraits(part.node->op);
   if (!t)
     t = &kFallback;
-  if (auto special = formulas::special(part, *t))
-    return *special;
-  return formulas::byClass(part, *t);
+  OpCost c = [&] {
+    if (auto special = formulas::special(part, *t))
+      return *special;
+    return formulas::byClass(part, *t);
+  }();
+  if (t->vector)
+    formulas::tagVector(c, part, t->vector);
+  return c;
 }
 
 double workSeconds(const Work &work, ir::DType dtype, const DeviceSpec &device) {
@@ -249,7 +254,17 @@ double workSeconds(const Work &work, ir::DType dtype, const DeviceSpec &device) 
   double compute = work.flops / (peak * efficiency);
   double memory = work.bytes / (device.memoryBandwidth * device.memoryEfficiency);
   double random = device.randomRate > 0 ? work.randomDraws / device.randomRate : 0;
-  return std::max({compute, memory, random}) + work.kernels * device.launchFloor;
+  double vector = 0;
+  if (work.vectorKind && !device.vectorOps.empty()) {
+    auto it = device.vectorOps.find(work.vectorKind);
+    if (it != device.vectorOps.end()) {
+      const DeviceSpec::VectorCost &v = it->second;
+      vector = work.backward
+                   ? work.elements * v.backwardPerElement + work.rows * v.backwardPerRow
+                   : work.elements * v.forwardPerElement + work.rows * v.forwardPerRow;
+    }
+  }
+  return std::max({compute, memory, random, vector}) + work.kernels * device.launchFloor;
 }
 
 std::vector<bool> gradientFlow(const ir::Graph &graph) {

@@ -280,6 +280,33 @@ OpCost nllLoss(const OpShapes &p) {
 
 } // namespace
 
+void tagVector(OpCost &c, const OpShapes &p, const char *kind) {
+  double elements = 0;
+  for (const auto *ts : {&p.inputs, &p.outputs})
+    for (const TensorInfo &t : *ts)
+      elements = std::max(elements, t.numel());
+  double rows = 0;
+  std::string k = kind;
+  if (k == "norm" && !p.inputs.empty())
+    rows = normRows(p);
+  else if (k == "softmax" && !p.inputs.empty()) {
+    const TensorInfo &x = in(p, 0);
+    int64_t d = p.node->intArg("dim", -1);
+    rows = x.numel() / std::max(dim(x, static_cast<int>(d)), 1.0);
+  } else if (k == "loss" && !p.inputs.empty()) {
+    const TensorInfo &x = in(p, 0);
+    rows = x.shape.size() == 1 ? 1 : x.numel() / std::max(dim(x, 1), 1.0);
+  }
+  for (Work *w : {&c.forward, &c.backward}) {
+    if (w->kernels == 0)
+      continue;
+    w->vectorKind = kind;
+    w->elements = elements;
+    w->rows = rows;
+    w->backward = w == &c.backward;
+  }
+}
+
 std::optional<OpCost> special(const OpShapes &p, const OpTraits &t) {
   const std::string &op = p.node->op;
   if (t.cls == CostClass::Matmul) {

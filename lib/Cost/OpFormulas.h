@@ -19,6 +19,11 @@ double outNumel(const OpShapes &p);
 Saved savedByRule(const OpShapes &p, SaveRule rule);
 double savedBytes(const OpShapes &p, const Saved &s);
 
+/// Sets the vector kind, elements and rows of `c`'s forward and backward
+/// (Work::vectorKind): elements the largest of the op's tensors, rows those
+/// of the row-wise kinds (softmax, norm, loss).
+void tagVector(OpCost &c, const OpShapes &p, const char *kind);
+
 /// The cost by the op's class and table row.
 OpCost byClass(const OpShapes &p, const OpTraits &t);
 /// The cost of an op with a formula of its own, or nullopt.

@@ -29,6 +29,8 @@ struct OpTraits {
   SaveRule save = SaveRule::None;
   bool differentiable = true; ///< false: comparisons, argmax, creators
   bool random = false;        ///< draws one random number per output element
+  /// The kind in DeviceSpec::vectorOps that bounds it on a CPU, or nullptr.
+  const char *vector = nullptr;
 };
 
 /// The traits of `op` ("aten::" name; a trailing '_' in-place form maps to

@@ -2,6 +2,8 @@
 // memory bandwidth and the launch floor, measured with LibTorch on this
 // worker's threads while every other worker of the job measures too.
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <chrono>
 #include <memory>
 #include <ostream>
@@ -10,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/cuda.h>
 
 #include "CudaInfo.h"
@@ -185,6 +188,92 @@ Expected<double> measureRandom(const Target &t, const Peers &peers, double budge
   return double(kDraws) / medianInWindow(t, budget, 5, [&] { mask.bernoulli_(0.8); });
 }
 
+// Seconds per element of `op` forward and of its backward, on 2^22 float32
+// elements shaped by `make` (grad mode on, as in training). The backward is
+// timed as autograd runs it from a ready gradient, the graph kept between
+// runs.
+struct VectorTimes {
+  double forward = 0, backward = 0;
+};
+
+template <typename Make, typename Op>
+VectorTimes timeVector(const Target &t, double budget, Make make, Op op) {
+  std::vector<at::Tensor> inputs = make();
+  at::Tensor y = op(inputs);
+  at::Tensor g = at::ones_like(y);
+  std::vector<at::Tensor> needGrad;
+  for (const at::Tensor &x : inputs)
+    if (x.requires_grad())
+      needGrad.push_back(x);
+  VectorTimes v;
+  v.forward = medianInWindow(t, budget, 3, [&] { op(inputs); });
+  v.backward = medianInWindow(t, budget, 3, [&] {
+    torch::autograd::grad({y}, needGrad, {g}, /*retain_graph=*/true);
+  });
+  return v;
+}
+
+// vector_ops (DeviceSpec::VectorCost): per kind, forward and backward
+// seconds per element and per row. The row-wise kinds are timed at rows of
+// 64 and of 1024 elements, the same elements in all, and the two figures
+// solved for the per-element and the per-row part.
+Expected<std::vector<std::pair<std::string, std::array<double, 4>>>>
+measureVectorOps(const Target &t, const Peers &peers, double budget) {
+  constexpr int64_t kN = int64_t(1) << 22;
+  auto opts = t.options(at::kFloat);
+  auto leaf = [&](std::vector<int64_t> shape) {
+    return at::randn(shape, opts).set_requires_grad(true);
+  };
+  std::vector<std::pair<std::string, std::array<double, 4>>> out;
+  auto flat = [&](const std::string &kind, auto op) {
+    VectorTimes v = timeVector(t, budget / 2, [&] { return std::vector{leaf({kN})}; }, op);
+    out.push_back({kind, {v.forward / kN, 0, v.backward / kN, 0}});
+  };
+  flat("exp", [](const std::vector<at::Tensor> &x) { return at::exp(x[0]); });
+  flat("gelu", [](const std::vector<at::Tensor> &x) { return at::gelu(x[0]); });
+  {
+    constexpr int64_t kT = 256;
+    at::Tensor mask = at::ones({kT, kT}, t.options(at::kFloat)).tril().eq(0);
+    VectorTimes v = timeVector(
+        t, budget / 2, [&] { return std::vector{leaf({kN / (kT * kT), 1, kT, kT})}; },
+        [&](const std::vector<at::Tensor> &x) {
+          return x[0].masked_fill(mask, -std::numeric_limits<float>::infinity());
+        });
+    out.push_back({"select", {v.forward / kN, 0, v.backward / kN, 0}});
+  }
+  auto rowwise = [&](const std::string &kind, auto make, auto op) {
+    VectorTimes shortRows = timeVector(t, budget / 4, [&] { return make(64); }, op);
+    VectorTimes longRows = timeVector(t, budget / 4, [&] { return make(1024); }, op);
+    double rowsShort = double(kN) / 64, rowsLong = double(kN) / 1024;
+    auto solve = [&](double tShort, double tLong) {
+      double perRow = std::max(0.0, (tShort - tLong) / (rowsShort - rowsLong));
+      double perElement = std::max(0.0, (tLong - rowsLong * perRow) / double(kN));
+      return std::pair{perElement, perRow};
+    };
+    auto [fe, fr] = solve(shortRows.forward, longRows.forward);
+    auto [be, br] = solve(shortRows.backward, longRows.backward);
+    out.push_back({kind, {fe, fr, be, br}});
+  };
+  rowwise(
+      "softmax", [&](int64_t len) { return std::vector{leaf({kN / len, len})}; },
+      [](const std::vector<at::Tensor> &x) { return at::softmax(x[0], -1); });
+  rowwise(
+      "norm",
+      [&](int64_t len) { return std::vector{leaf({kN / len, len}), leaf({len}), leaf({len})}; },
+      [](const std::vector<at::Tensor> &x) {
+        return at::layer_norm(x[0], {x[0].size(1)}, x[1], x[2]);
+      });
+  rowwise(
+      "loss",
+      [&](int64_t len) {
+        at::Tensor target = at::randint(len, {kN / len}, t.options(at::kLong));
+        return std::vector{leaf({kN / len, len}), target};
+      },
+      [](const std::vector<at::Tensor> &x) { return at::cross_entropy_loss(x[0], x[1]); });
+  NNSC_RETURN_IF_ERROR(peers.barrier());
+  return out;
+}
+
 // The median time of a tiny op (an add of two 1-element tensors) issued back
 // to back: the cost every op pays whatever its size.
 double measureFloor(const Target &t) {
@@ -217,9 +306,27 @@ Status agree(rt::CommWorld *world, const Target &t, std::vector<double> &rates, 
   return Status::ok();
 }
 
+// Every worker's vector_ops figures replaced by the largest over workers.
+Status slowest(rt::CommWorld *world, const Target &t,
+               std::vector<std::pair<std::string, std::array<double, 4>>> &ops) {
+  if (!world)
+    return Status::ok();
+  std::vector<double> values;
+  for (const auto &op : ops)
+    values.insert(values.end(), op.second.begin(), op.second.end());
+  std::vector<at::Tensor> v = {at::tensor(values, at::TensorOptions(at::kDouble)).to(t.device)};
+  NNSC_RETURN_IF_ERROR(world->world().allReduce(v, rt::ReduceOp::Max)->wait());
+  at::Tensor host = v[0].cpu();
+  for (size_t i = 0; i < ops.size(); ++i)
+    for (size_t j = 0; j < 4; ++j)
+      ops[i].second[j] = host[int64_t(i * 4 + j)].item<double>();
+  return Status::ok();
+}
+
 struct Figures {
   std::vector<double> rates; ///< per plan.dtypes, then bandwidth, then random draws/s
   std::vector<std::pair<int64_t, double>> batched; ///< rank 0's, of its own float32 rate
+  std::vector<std::pair<std::string, std::array<double, 4>>> vectorOps; ///< the slowest worker's
   double floor = 0;
   std::vector<std::string> notes;
 };
@@ -252,6 +359,11 @@ Expected<Figures> measureAll(const DevicePlan &plan, const Target &t, rt::CommWo
   if (!random)
     return random.status();
   f.rates.push_back(*random);
+  auto vector = measureVectorOps(t, peers, plan.seconds);
+  if (!vector)
+    return vector.status();
+  f.vectorOps = vector.take();
+  NNSC_RETURN_IF_ERROR(slowest(world, t, f.vectorOps));
   NNSC_RETURN_IF_ERROR(peers.barrier());
   f.floor = measureFloor(t);
   NNSC_RETURN_IF_ERROR(agree(world, t, f.rates, f.floor));
@@ -279,7 +391,9 @@ MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &
   d.sources.push_back(fmt::format(
       "measured by nnsc-profile-device on {} {}: matmul n={}..{}, the median product in a {} s "
       "window per size, the best size; batched_matmul: bmm [B, 256, d] x [B, d, 256] and [B, 256, 256] x [B, 256, d] likewise, per d, of that rate; copy {} likewise; random_rate: bernoulli_ into 4 Mi "
-      "floats likewise; launch floor = median of 21 x 200 one-element adds; {}{}",
+      "floats likewise; vector_ops: exp, gelu, masked_fill, and softmax, layer_norm, "
+      "cross_entropy at rows of 64 and 1024, on 4 Mi floats, forward and autograd's backward, "
+      "likewise; launch floor = median of 21 x 200 one-element adds; {}{}",
       hostName(), isoDateTime(), sizes.front(), sizes.back(), plan.seconds, formatBytes(copyBytes),
       threadCount(threads), perWorker));
   for (size_t i = 0; i < plan.dtypes.size(); ++i)
@@ -289,6 +403,7 @@ MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &
   d.randomRate = f.rates.back();
   d.launchFloor = f.floor;
   d.batchedMatmul = f.batched;
+  d.vectorOps = f.vectorOps;
   return d;
 }
 

@@ -26,6 +26,12 @@ std::string formatDeviceSpec(const MeasuredDevice &d) {
   if (d.randomRate > 0)
     out += fmt::format("random_rate: {}        # random numbers drawn per second\n",
                        formatReal(d.randomRate));
+  if (!d.vectorOps.empty()) {
+    out += "vector_ops:             # s/element and s/row, forward then backward, by op kind\n";
+    for (const auto &[kind, v] : d.vectorOps)
+      out += fmt::format("  {}: [{}, {}, {}, {}]\n", kind, formatReal(v[0]), formatReal(v[1]),
+                         formatReal(v[2]), formatReal(v[3]));
+  }
   out += "efficiency:             # the figures above are achieved rates, so 1.0\n";
   out += "  matmul: 1.0\n";
   out += "  memory: 1.0\n";

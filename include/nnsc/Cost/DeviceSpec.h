@@ -37,6 +37,17 @@ struct DeviceSpec {
   /// 0 (the key absent): not a limit, random ops are priced by their bytes
   /// as on a GPU.
   double randomRate = 0;
+  /// Ops a CPU's vector units bound, not its memory: transcendental
+  /// functions, activations, selects, and the row-wise softmax, norms and
+  /// losses, by kind (vectorKinds()): seconds per element and per row,
+  /// forward and backward, as nnsc-profile-device times them. An op of a
+  /// kind listed costs at least elements x perElement + rows x perRow. A
+  /// kind absent (every GPU spec): its bytes and FLOPs alone price it.
+  struct VectorCost {
+    double forwardPerElement = 0, forwardPerRow = 0;
+    double backwardPerElement = 0, backwardPerRow = 0;
+  };
+  std::map<std::string, VectorCost> vectorOps;
 
   /// Peak FLOP/s for work in `dtype`: its own key when the spec has one, else
   /// float32's (integer and bool work, a dtype the datasheet omits).
@@ -44,6 +55,12 @@ struct DeviceSpec {
   /// batchedMatmul at a per-batch product whose smallest dim is `dim`.
   double batchedMatmulEfficiency(double dim) const;
 };
+
+/// The kinds of vector_ops: exp (exp, log, tanh, sigmoid, erf, pow, ...),
+/// gelu (gelu, silu, mish, softplus), select (where, masked_fill), softmax
+/// (softmax, log_softmax, per row of the reduced dim), norm (layer, rms,
+/// group, batch norms, per normalized row), loss (cross entropy, per row).
+const std::vector<std::string> &vectorKinds();
 
 /// The spec keys of flops: (float64 float32 tf32 bfloat16 float16 float8).
 const std::vector<std::string> &flopsKeys();

@@ -74,6 +74,11 @@ struct Work {
   /// A batched product's smallest per-batch dim (min of m, n, k): priced at
   /// DeviceSpec::batchedMatmulEfficiency. 0: one large GEMM (linear, mm).
   double batchedDim = 0;
+  /// The op's kind in DeviceSpec::vectorOps (nullptr: none) and what it
+  /// counts: elements and rows of the work.
+  const char *vectorKind = nullptr;
+  double elements = 0, rows = 0;
+  bool backward = false; ///< the backward's figures of the kind
 };
 
 /// What the backward needs kept from the forward, besides parameters.

@@ -2,6 +2,7 @@
 /// A measured device spec (the configs/devices/*.yaml format, documented in
 /// docs/profile-comm.md): the writer's side; lib/Cost reads it. No LibTorch.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -23,6 +24,9 @@ struct MeasuredDevice {
   /// Batched products' rate as a fraction of the float32 matmul rate, per
   /// smallest per-batch dim (efficiency.batched_matmul); empty: not written.
   std::vector<std::pair<int64_t, double>> batchedMatmul;
+  /// vector_ops: per kind, [forward s/element, forward s/row, backward
+  /// s/element, backward s/row]; empty: not written.
+  std::vector<std::pair<std::string, std::array<double, 4>>> vectorOps;
 };
 
 /// The spec as YAML text. Efficiencies are written as 1.0: the figures are

@@ -233,3 +233,55 @@ TEST_CASE("dropout and random fills draw one number per output element", "[cost]
   Part relu("aten::relu", {act({4, 8})}, {act({4, 8})});
   CHECK(relu.cost().forward.randomDraws == 0);
 }
+
+TEST_CASE("vector-bound ops: kind, elements and rows; priced where the spec lists the kind",
+          "[cost]") {
+  // gelu: an elementwise kind, no rows; forward and backward both tagged.
+  Part gelu("aten::gelu", {act({4, 8, 16})}, {act({4, 8, 16})});
+  cost::OpCost g = gelu.cost();
+  REQUIRE(g.forward.vectorKind != nullptr);
+  CHECK(std::string(g.forward.vectorKind) == "gelu");
+  CHECK(g.forward.elements == 512);
+  CHECK(g.forward.rows == 0);
+  CHECK(!g.forward.backward);
+  CHECK(g.backward.backward);
+  CHECK(g.backward.elements == 512);
+  // softmax over the last dim of [2, 3, 16]: 6 rows of 16.
+  Part sm("aten::softmax", {act({2, 3, 16})}, {act({2, 3, 16})}, {{"dim", int64_t(-1)}});
+  CHECK(std::string(sm.cost().forward.vectorKind) == "softmax");
+  CHECK(sm.cost().forward.rows == 6);
+  // softmax over dim 1: 2 * 16 rows of 3.
+  Part sm1("aten::softmax", {act({2, 3, 16})}, {act({2, 3, 16})}, {{"dim", int64_t(1)}});
+  CHECK(sm1.cost().forward.rows == 32);
+  // layer_norm over the last 32: 40 rows; cross_entropy [8, 10]: 8 rows of 10.
+  Part ln("aten::layer_norm", {act({4, 10, 32}), param({32}), param({32})}, {act({4, 10, 32})},
+          {{"normalized_shape", std::vector<int64_t>{32}}});
+  CHECK(std::string(ln.cost().forward.vectorKind) == "norm");
+  CHECK(ln.cost().forward.rows == 40);
+  Part ce("aten::cross_entropy_loss", {act({8, 10}), index({8})}, {act({})});
+  CHECK(std::string(ce.cost().forward.vectorKind) == "loss");
+  CHECK(ce.cost().forward.rows == 8);
+  CHECK(ce.cost().forward.elements == 80);
+  // add and nll_loss are not vector-bound kinds: their bytes price them.
+  Part add("aten::add", {act({4, 8}), act({4, 8})}, {act({4, 8})});
+  CHECK(add.cost().forward.vectorKind == nullptr);
+  Part nll("aten::nll_loss", {act({8, 10}), index({8})}, {act({})});
+  CHECK(nll.cost().forward.vectorKind == nullptr);
+
+  cost::DeviceSpec d;
+  d.flops = {{"float32", 1e12}};
+  d.memoryBandwidth = 1e11;
+  d.launchFloor = 1e-6;
+  cost::OpCost c = ce.cost();
+  double roofline = cost::workSeconds(c.forward, DType::Float32, d);
+  d.vectorOps["loss"] = {1e-9, 1e-6, 2e-9, 0};
+  // Forward: 80 elements x 1 ns + 8 rows x 1 us over the roofline's max, plus the floors.
+  CHECK(cost::workSeconds(c.forward, DType::Float32, d) ==
+        Catch::Approx(std::max(roofline - 2e-6, 80 * 1e-9 + 8 * 1e-6) + 2e-6));
+  CHECK(cost::workSeconds(c.backward, DType::Float32, d) ==
+        Catch::Approx(std::max(c.backward.bytes / 1e11, 80 * 2e-9) + 2e-6));
+  // A kind the spec does not list: the roofline alone.
+  d.vectorOps.clear();
+  d.vectorOps["gelu"] = {1.0, 0, 1.0, 0};
+  CHECK(cost::workSeconds(c.forward, DType::Float32, d) == Catch::Approx(roofline));
+}

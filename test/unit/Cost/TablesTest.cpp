@@ -192,3 +192,28 @@ TEST_CASE("clusters place groups within or across nodes", "[cost]") {
   CHECK_THAT(c.commTime(Collective::AllReduce, 1024, {0, 1}).status().message(),
              ContainsSubstring("no communication table"));
 }
+
+TEST_CASE("a device spec's vector_ops: parsed, checked, named in errors", "[cost]") {
+  std::string text = replaced(kSpec, "launch_floor",
+                              "vector_ops:\n  gelu: [7e-10, 0, 1.6e-9, 0]\n"
+                              "  softmax: [8e-10, 1e-8, 3e-10, 6e-9]\nlaunch_floor");
+  auto spec = cost::parseDeviceSpec(text, "cpu.yaml");
+  INFO(spec.status().message());
+  REQUIRE(spec.isOk());
+  REQUIRE(spec->vectorOps.size() == 2);
+  CHECK(spec->vectorOps.at("gelu").backwardPerElement == 1.6e-9);
+  CHECK(spec->vectorOps.at("softmax").forwardPerRow == 1e-8);
+  auto absent = cost::parseDeviceSpec(kSpec, "gpu.yaml");
+  REQUIRE(absent.isOk());
+  CHECK(absent->vectorOps.empty());
+  auto kind = cost::parseDeviceSpec(replaced(text, "gelu:", "relu:"), "cpu.yaml");
+  CHECK_THAT(kind.status().message(),
+             ContainsSubstring("cpu.yaml:9:3: error: unknown key 'relu' in 'vector_ops'"));
+  auto three = cost::parseDeviceSpec(replaced(text, "[7e-10, 0, 1.6e-9, 0]", "[7e-10, 0, 1.6e-9]"),
+                                     "cpu.yaml");
+  CHECK_THAT(three.status().message(),
+             ContainsSubstring("'vector_ops.gelu' must be a list of 4 numbers"));
+  auto huge = cost::parseDeviceSpec(replaced(text, "1.6e-9", "5"), "cpu.yaml");
+  CHECK_THAT(huge.status().message(),
+             ContainsSubstring("'vector_ops.gelu' 5 is outside the range real devices have"));
+}

@@ -63,7 +63,7 @@ def check_comm(doc, args):
 
 def check_device(doc, args):
     for key in ["name", "description", "sources", "flops", "memory_bytes", "memory_bandwidth",
-                "launch_floor", "random_rate", "efficiency"]:
+                "launch_floor", "random_rate", "vector_ops", "efficiency"]:
         if key not in doc:
             fail("missing key '%s'" % key)
     if not doc["flops"] or not all(positive(v) for v in doc["flops"].values()):
@@ -82,6 +82,16 @@ def check_device(doc, args):
                 not all(0 < v <= 1 for v in batched.values()):
             fail("efficiency.batched_matmul %r" % batched)
         print("batched_matmul 16..256")
+    # vector-bound op kinds: 4 figures each, non-negative; every per-element figure positive
+    vec = doc.get("vector_ops") or {}
+    kinds = ["exp", "gelu", "select", "softmax", "norm", "loss"]
+    if sorted(vec) != sorted(kinds):
+        fail("vector_ops kinds %r" % sorted(vec))
+    for kind, v in vec.items():
+        if len(v) != 4 or not all(isinstance(x, (int, float)) and x >= 0 for x in v) or \
+                not (positive(v[0]) and positive(v[2])):
+            fail("vector_ops.%s %r" % (kind, v))
+    print("vector_ops: %s" % ", ".join(kinds))
     print("flops: %s" % ", ".join(sorted(doc["flops"])))
 
 
