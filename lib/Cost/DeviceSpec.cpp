@@ -213,7 +213,7 @@ Expected<DeviceSpec> parseDeviceSpec(const std::string &text, const std::string 
   NNSC_RETURN_IF_ERROR(r.checkKeys(*root,
                                    {"name", "description", "sources", "flops", "memory_bytes",
                                     "memory_bandwidth", "launch_floor", "random_rate",
-                                    "vector_ops", "efficiency"},
+                                    "vector_ops", "update_bandwidth", "efficiency"},
                                    "the device spec"));
   DeviceSpec spec;
   auto name = r.require(*root, "name", "the device spec");
@@ -241,6 +241,13 @@ Expected<DeviceSpec> parseDeviceSpec(const std::string &text, const std::string 
     if (!v)
       return v.status();
     spec.randomRate = *v;
+  }
+  if (YAML::Node update = (*root)["update_bandwidth"]) {
+    auto v = r.number(update, "update_bandwidth", true);
+    if (!v)
+      return v.status();
+    NNSC_RETURN_IF_ERROR(checkPhysical(r, update, "update_bandwidth", *v, 1e6, 1e15, "bytes/s"));
+    spec.updateBandwidth = *v;
   }
   if (YAML::Node vec = (*root)["vector_ops"])
     NNSC_RETURN_IF_ERROR(readVectorOps(r, vec, spec));

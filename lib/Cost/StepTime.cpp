@@ -71,6 +71,8 @@ double optimizerSeconds(const StepInput &in, const Cluster &c, const MemoryOptio
     perElement += 6, kernels += 1;
   Work w{in.trainableElements * 4, in.trainableElements * perElement,
          in.trainableTensors * kernels, false};
+  if (c.device.updateBandwidth > 0) // measured as these bytes, on the runtime's AdamW
+    return w.bytes / c.device.updateBandwidth + w.kernels * c.device.launchFloor;
   return workSeconds(w, ir::DType::Float32, c.device);
 }
 

@@ -22,6 +22,7 @@
 #include "nnsc/Profile/HostInfo.h"
 #include "nnsc/Runtime/Threads.h"
 #include "nnsc/Runtime/Comm.h"
+#include "nnsc/Runtime/Optimizer.h"
 #include "nnsc/Support/File.h"
 
 namespace nnsc::profile {
@@ -274,6 +275,36 @@ measureVectorOps(const Target &t, const Peers &peers, double budget) {
   return out;
 }
 
+// The runtime's AdamW update (rt::adamUpdate, what nnsc-run's optimizer runs)
+// over 8 tensors of 2^19 float32 elements each (64 MiB of parameters, grads
+// and states, past the caches as a model's are), as bytes per second at the
+// step model's 80 bytes an element.
+Expected<double> measureUpdate(const Target &t, const Peers &peers, double budget) {
+  constexpr int64_t kElements = int64_t(1) << 19;
+  constexpr int kTensors = 8;
+  rt::OptimizerConfig config;
+  config.name = "adamw";
+  auto opts = t.options(at::kFloat);
+  std::vector<at::Tensor> p, g, m, v;
+  for (int i = 0; i < kTensors; ++i) {
+    p.push_back(at::randn({kElements}, opts));
+    g.push_back(at::randn({kElements}, opts));
+    m.push_back(at::zeros({kElements}, opts));
+    v.push_back(at::zeros({kElements}, opts));
+  }
+  double step = 0;
+  auto update = [&] {
+    step += 1;
+    for (size_t i = 0; i < size_t(kTensors); ++i)
+      rt::adamUpdate(config, p[i], g[i], m[i], v[i], step, 1e-4, 0.1, true);
+  };
+  update(); // first touch
+  t.sync();
+  NNSC_RETURN_IF_ERROR(peers.barrier());
+  double seconds = medianInWindow(t, budget, 3, update);
+  return 80.0 * double(kElements) * kTensors / seconds;
+}
+
 // The median time of a tiny op (an add of two 1-element tensors) issued back
 // to back: the cost every op pays whatever its size.
 double measureFloor(const Target &t) {
@@ -324,7 +355,7 @@ Status slowest(rt::CommWorld *world, const Target &t,
 }
 
 struct Figures {
-  std::vector<double> rates; ///< per plan.dtypes, then bandwidth, then random draws/s
+  std::vector<double> rates; ///< per plan.dtypes, then bandwidth, random draws/s, update B/s
   std::vector<std::pair<int64_t, double>> batched; ///< rank 0's, of its own float32 rate
   std::vector<std::pair<std::string, std::array<double, 4>>> vectorOps; ///< the slowest worker's
   double floor = 0;
@@ -359,6 +390,10 @@ Expected<Figures> measureAll(const DevicePlan &plan, const Target &t, rt::CommWo
   if (!random)
     return random.status();
   f.rates.push_back(*random);
+  auto update = measureUpdate(t, peers, plan.seconds);
+  if (!update)
+    return update.status();
+  f.rates.push_back(*update);
   auto vector = measureVectorOps(t, peers, plan.seconds);
   if (!vector)
     return vector.status();
@@ -391,7 +426,8 @@ MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &
   d.sources.push_back(fmt::format(
       "measured by nnsc-profile-device on {} {}: matmul n={}..{}, the median product in a {} s "
       "window per size, the best size; batched_matmul: bmm [B, 256, d] x [B, d, 256] and [B, 256, 256] x [B, 256, d] likewise, per d, of that rate; copy {} likewise; random_rate: bernoulli_ into 4 Mi "
-      "floats likewise; vector_ops: exp, gelu, masked_fill, and softmax, layer_norm, "
+      "floats likewise; update_bandwidth: the runtime's AdamW update over 8 x 512 Ki floats "
+      "likewise, at 80 bytes an element; vector_ops: exp, gelu, masked_fill, and softmax, layer_norm, "
       "cross_entropy at rows of 64 and 1024, on 4 Mi floats, forward and autograd's backward, "
       "likewise; launch floor = median of 21 x 200 one-element adds; {}{}",
       hostName(), isoDateTime(), sizes.front(), sizes.back(), plan.seconds, formatBytes(copyBytes),
@@ -399,8 +435,9 @@ MeasuredDevice describe(const DevicePlan &plan, const Target &t, const Figures &
   for (size_t i = 0; i < plan.dtypes.size(); ++i)
     if (f.rates[i] > 0)
       d.flops.emplace_back(plan.dtypes[i], f.rates[i]);
-  d.memoryBandwidth = f.rates[f.rates.size() - 2];
-  d.randomRate = f.rates.back();
+  d.memoryBandwidth = f.rates[f.rates.size() - 3];
+  d.randomRate = f.rates[f.rates.size() - 2];
+  d.updateBandwidth = f.rates.back();
   d.launchFloor = f.floor;
   d.batchedMatmul = f.batched;
   d.vectorOps = f.vectorOps;
@@ -442,9 +479,10 @@ Status measureAndWrite(const DevicePlan &plan, const rt::LaunchEnv &env, const T
       fractions += fmt::format("{}{}: {:.2f}", fractions.empty() ? "" : ", ", dim, fraction);
     out << fmt::format("batched matmul (smallest dim: of the float32 rate) {}\n", fractions);
   }
-  out << fmt::format("memory bandwidth {} B/s, random {} draws/s, launch floor {} s, memory "
-                     "{:.1f} GiB\n",
-                     formatReal(d.memoryBandwidth), formatReal(d.randomRate),
+  out << fmt::format("memory bandwidth {} B/s, AdamW update {} B/s, random {} draws/s, launch "
+                     "floor {} s, memory {:.1f} GiB\n",
+                     formatReal(d.memoryBandwidth), formatReal(d.updateBandwidth),
+                     formatReal(d.randomRate),
                      formatReal(d.launchFloor),
                      double(d.memoryBytes) / double(int64_t(1) << 30));
   out << fmt::format("nnsc-profile-device: wrote {} ({}, {}{}) in {:.1f} s\n", plan.out, d.name,

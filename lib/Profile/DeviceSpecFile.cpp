@@ -26,6 +26,9 @@ std::string formatDeviceSpec(const MeasuredDevice &d) {
   if (d.randomRate > 0)
     out += fmt::format("random_rate: {}        # random numbers drawn per second\n",
                        formatReal(d.randomRate));
+  if (d.updateBandwidth > 0)
+    out += fmt::format("update_bandwidth: {}   # bytes/s of AdamW's update (80 bytes an element)\n",
+                       formatReal(d.updateBandwidth));
   if (!d.vectorOps.empty()) {
     out += "vector_ops:             # s/element and s/row, forward then backward, by op kind\n";
     for (const auto &[kind, v] : d.vectorOps)

@@ -48,6 +48,12 @@ struct DeviceSpec {
     double backwardPerElement = 0, backwardPerRow = 0;
   };
   std::map<std::string, VectorCost> vectorOps;
+  /// Bytes/s of the optimizer's in-place updates, counted as the step model
+  /// counts them (AdamW 80 bytes an element): what nnsc-profile-device
+  /// measures the runtime's AdamW at. On a CPU in-place updates beat the
+  /// copy the bandwidth is measured with (no write-allocate reads). 0 (the
+  /// key absent): memory_bandwidth x efficiency.memory.
+  double updateBandwidth = 0;
 
   /// Peak FLOP/s for work in `dtype`: its own key when the spec has one, else
   /// float32's (integer and bool work, a dtype the datasheet omits).

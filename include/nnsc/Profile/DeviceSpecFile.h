@@ -21,6 +21,7 @@ struct MeasuredDevice {
   double memoryBandwidth = 0; ///< bytes/s
   double launchFloor = 0;     ///< seconds
   double randomRate = 0;      ///< random numbers drawn per second; 0: not written
+  double updateBandwidth = 0; ///< the runtime's AdamW at 80 bytes an element; 0: not written
   /// Batched products' rate as a fraction of the float32 matmul rate, per
   /// smallest per-batch dim (efficiency.batched_matmul); empty: not written.
   std::vector<std::pair<int64_t, double>> batchedMatmul;

@@ -139,6 +139,12 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   cost::StepOptions sgd;
   sgd.memory.optimizer = cost::Optimizer::Sgd;
   CHECK(cost::stepTime(in, cluster, sgd)->optimizer == Catch::Approx(128 * 12 / 1e11 + 1e-6));
+  // A measured update bandwidth replaces the memory bandwidth for the update alone.
+  cost::Cluster updating = cluster;
+  updating.device.updateBandwidth = 4e11;
+  auto u = cost::stepTime(in, updating, {});
+  CHECK(u->optimizer == Catch::Approx(128 * 80 / 4e11 + 8 * 1e-6));
+  CHECK(u->forwardCompute == Catch::Approx(fwd));
   // A gradient ready early (its reader is the last part) overlaps the rest.
   in.grads[0].firstReader = 4;
   s = cost::stepTime(in, cluster, {});

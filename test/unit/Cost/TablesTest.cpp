@@ -213,6 +213,16 @@ TEST_CASE("a device spec's vector_ops: parsed, checked, named in errors", "[cost
                                      "cpu.yaml");
   CHECK_THAT(three.status().message(),
              ContainsSubstring("'vector_ops.gelu' must be a list of 4 numbers"));
+  auto update = cost::parseDeviceSpec(replaced(text, "launch_floor", "update_bandwidth: 3.5e10\n"
+                                                                     "launch_floor"),
+                                      "cpu.yaml");
+  REQUIRE(update.isOk());
+  CHECK(update->updateBandwidth == 3.5e10);
+  CHECK(spec->updateBandwidth == 0);
+  auto slow = cost::parseDeviceSpec(replaced(kSpec, "launch_floor", "update_bandwidth: 0\n"
+                                                                    "launch_floor"),
+                                    "cpu.yaml");
+  CHECK_THAT(slow.status().message(), ContainsSubstring("'update_bandwidth' must be positive"));
   auto huge = cost::parseDeviceSpec(replaced(text, "1.6e-9", "5"), "cpu.yaml");
   CHECK_THAT(huge.status().message(),
              ContainsSubstring("'vector_ops.gelu' 5 is outside the range real devices have"));

@@ -63,12 +63,13 @@ def check_comm(doc, args):
 
 def check_device(doc, args):
     for key in ["name", "description", "sources", "flops", "memory_bytes", "memory_bandwidth",
-                "launch_floor", "random_rate", "vector_ops", "efficiency"]:
+                "launch_floor", "random_rate", "update_bandwidth", "vector_ops", "efficiency"]:
         if key not in doc:
             fail("missing key '%s'" % key)
     if not doc["flops"] or not all(positive(v) for v in doc["flops"].values()):
         fail("flops %r" % doc["flops"])
-    for key in ["memory_bytes", "memory_bandwidth", "launch_floor", "random_rate"]:
+    for key in ["memory_bytes", "memory_bandwidth", "launch_floor", "random_rate",
+                "update_bandwidth"]:
         if not positive(doc[key]):
             fail("%s is %r" % (key, doc[key]))
         print("%s positive" % key)
