@@ -1,4 +1,5 @@
 """Helpers the Python benches share: running a tool, and a model exported and traced."""
+import argparse
 import os
 import shutil
 import subprocess
@@ -50,6 +51,22 @@ def size_blas_threads(argv):
     threads = argv[argv.index("--threads") + 1] if "--threads" in argv[:-1] else "1"
     os.environ["OPENBLAS_NUM_THREADS"] = threads
     os.environ["OMP_NUM_THREADS"] = threads
+
+
+def one_thread_args(who):
+    """--spec (a device spec measured with one thread), --threads and --repeat, parsed; exits
+    naming the spec when it is missing."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--spec", default=f"{ROOT}/out/bench/cost_fidelity/cpu-1.yaml",
+                    help="a device spec measured with one thread (bench/cost_fidelity.sh makes "
+                         "it, or nnsc-profile-device --threads 1 --out FILE)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=20)
+    args = ap.parse_args()
+    if not os.path.exists(args.spec):
+        sys.exit(f"{who}: {args.spec}: no such spec; run bench/cost_fidelity.sh first or "
+                 "nnsc-profile-device --threads 1 --out FILE")
+    return args
 
 
 def spec_value(path, key, who="bench"):

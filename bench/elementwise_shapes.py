@@ -12,29 +12,18 @@ nanoGPT default's shapes (batch 8, 256 tokens, 384 wide, 6 heads) this times the
 PyTorch runs it (one thread, OpenBLAS's and OpenMP's pools sized to it, as in nnsc-run's
 workers) and prints it against that price: above 1, the model under-predicts by that factor.
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
-from benchlib import ROOT  # noqa: E402
 
 benchlib.size_blas_threads(sys.argv)
 import torch  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--spec", default=f"{ROOT}/out/bench/cost_fidelity/cpu-1.yaml",
-                    help="a device spec measured with one thread: "
-                         "nnsc-profile-device --threads 1 --out FILE")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=20)
-    args = ap.parse_args()
-    if not os.path.exists(args.spec):
-        sys.exit(f"elementwise_shapes: no spec at {args.spec}: make one with "
-                 "nnsc-profile-device --threads 1 --out FILE")
+    args = benchlib.one_thread_args("elementwise_shapes")
     torch.set_num_threads(args.threads)
     bandwidth = benchlib.spec_value(args.spec, "memory_bandwidth", "elementwise_shapes")
     floor = benchlib.spec_value(args.spec, "launch_floor", "elementwise_shapes")

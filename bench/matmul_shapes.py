@@ -13,7 +13,6 @@ thread, as each nnsc-run worker has), and prints the FLOP/s achieved, its ratio 
 rate (below 1: compute the cost model under-predicts by that factor) and to the best rate of
 the same run (the spread one rate cannot express, whatever the VM's speed that day).
 """
-import argparse
 import os
 import sys
 
@@ -65,14 +64,7 @@ def llama_default():
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--spec", default=f"{ROOT}/out/bench/cost_fidelity/cpu-1.yaml")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=20)
-    args = ap.parse_args()
-    if not os.path.exists(args.spec):
-        sys.exit(f"matmul_shapes: {args.spec}: no such spec; run bench/cost_fidelity.sh first or "
-                 "nnsc-profile-device --threads 1 -o FILE")
+    args = benchlib.one_thread_args("matmul_shapes")
     peak = benchlib.spec_value(args.spec, "float32", "matmul_shapes")
     torch.set_num_threads(args.threads)
     print(f"spec {args.spec}: float32 matmul {peak / 1e9:.1f} GFLOP/s; torch {torch.__version__}, "

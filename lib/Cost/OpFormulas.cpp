@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "OpFormulas.h"
 
@@ -286,7 +287,7 @@ void tagVector(OpCost &c, const OpShapes &p, const char *kind) {
     for (const TensorInfo &t : *ts)
       elements = std::max(elements, t.numel());
   double rows = 0;
-  std::string k = kind;
+  std::string_view k = kind;
   if (k == "norm" && !p.inputs.empty())
     rows = normRows(p);
   else if (k == "softmax" && !p.inputs.empty()) {

@@ -3,8 +3,8 @@
 // worker's threads while every other worker of the job measures too.
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <ostream>
 #include <thread>

@@ -11,9 +11,9 @@ namespace nnsc::rt {
 
 namespace {
 
-std::atomic<int64_t> gCollectiveNanos{0}, gCollectiveCalls{0};
+std::atomic<int64_t> gCollectiveNanos{0};
 
-// Adds the wall time of its scope to the counters takeCollectiveTime reads.
+// Adds the wall time of its scope to what takeCollectiveSeconds reads.
 class Timed {
 public:
   Timed() : start_(std::chrono::steady_clock::now()) {}
@@ -22,7 +22,6 @@ public:
                   std::chrono::steady_clock::now() - start_)
                   .count();
     gCollectiveNanos.fetch_add(int64_t(ns), std::memory_order_relaxed);
-    gCollectiveCalls.fetch_add(1, std::memory_order_relaxed);
   }
   Timed(const Timed &) = delete;
   Timed &operator=(const Timed &) = delete;
@@ -114,11 +113,8 @@ Expected<at::Tensor> chunkTensor(const CommBackend &group, const at::Tensor &x, 
   return x.chunk(group.size(), *d)[group.rank()].clone(at::MemoryFormat::Contiguous);
 }
 
-CollectiveTime takeCollectiveTime() {
-  CollectiveTime t;
-  t.seconds = double(gCollectiveNanos.exchange(0, std::memory_order_relaxed)) * 1e-9;
-  t.calls = gCollectiveCalls.exchange(0, std::memory_order_relaxed);
-  return t;
+double takeCollectiveSeconds() {
+  return double(gCollectiveNanos.exchange(0, std::memory_order_relaxed)) * 1e-9;
 }
 
 } // namespace nnsc::rt

@@ -146,17 +146,17 @@ Expected<bool> masterGradients(TrainerState &s) {
 Expected<double> trainStep(TrainerState &s, int64_t step, double lr, StepRecord &r) {
   const int64_t accum = s.config.train.gradAccumulation;
   auto t0 = Clock::now();
-  takeCollectiveTime(); // the step's own from here
+  takeCollectiveSeconds(); // the step's own from here
   auto lossSum = s.pipeline ? pipelineStep(s, step) : microBatchesStep(s, step);
   if (!lossSum)
     return lossSum.status();
-  CollectiveTime comm = takeCollectiveTime();
+  double comm = takeCollectiveSeconds();
   auto t1 = Clock::now();
   for (auto &red : s.reducers)
     NNSC_RETURN_IF_ERROR(red->finish());
   if (!s.device.is_cuda()) {
     r.fwdBwdSeconds = seconds(t0, t1);
-    r.commSeconds = comm.seconds;
+    r.commSeconds = comm;
     r.gradSyncSeconds = seconds(t1, Clock::now());
   }
   if (s.precision && s.precision->scaler())

@@ -246,7 +246,7 @@ void buildOptimizer(TrainerState &s) {
                                             s.config.train.steps);
 }
 
-void seedAndThreads(TrainerState &s) { // and the host allocator
+void seedThreadsAndAllocator(TrainerState &s) {
   int64_t threads = s.config.threads;
   if (threads <= 0)
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() /
@@ -300,7 +300,7 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
     s->pipeline = runner.take();
   }
   buildOptimizer(*s);
-  seedAndThreads(*s);
+  seedThreadsAndAllocator(*s);
   return s;
 }
 

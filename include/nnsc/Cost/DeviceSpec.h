@@ -62,8 +62,8 @@ struct DeviceSpec {
   double batchedMatmulEfficiency(double dim) const;
 };
 
-/// The kinds of vector_ops: exp (exp, log, tanh, sigmoid, erf, pow, ...),
-/// gelu (gelu, silu, mish, softplus), select (where, masked_fill), softmax
+/// The kinds of vector_ops: exp (exp, log, the trigonometric functions, erf,
+/// tanh, sigmoid, silu, mish, softplus), gelu, select (where, masked_fill), softmax
 /// (softmax, log_softmax, per row of the reduced dim), norm (layer, rms,
 /// group, batch norms, per normalized row), loss (cross entropy, per row).
 const std::vector<std::string> &vectorKinds();

@@ -29,15 +29,11 @@ Expected<at::Tensor> allToAllTensor(CommBackend &group, const at::Tensor &x, int
 /// This rank's chunk of `x` along `dim` (a contiguous copy; no communication).
 Expected<at::Tensor> chunkTensor(const CommBackend &group, const at::Tensor &x, int64_t dim);
 
-/// Wall time this process spent inside the collectives above (the copies
-/// around each included), and how many ran, since the last call; resets
-/// both. The trainer's per-step `comm_s` (metrics.jsonl) is this, taken
-/// around the forward and backward.
-struct CollectiveTime {
-  double seconds = 0;
-  int64_t calls = 0;
-};
-CollectiveTime takeCollectiveTime();
+/// Wall seconds this process spent inside the collectives above (the
+/// copies around each included) since the last call; resets the count. The
+/// trainer's per-step `comm_s` (metrics.jsonl) is this, taken around the
+/// forward and backward.
+double takeCollectiveSeconds();
 
 /// Makes sure the nnsc.* operators (TORCH_LIBRARY(nnsc)) are linked into the
 /// binary: their registration is a static initializer that a static library
