@@ -12,6 +12,10 @@
 #include <cstdlib>
 #include <functional>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -119,6 +123,45 @@ std::shared_ptr<::gloo::transport::Device> glooDevice(const CommOptions &options
     return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
+
+// Puts the calling thread under SCHED_BATCH for its lifetime (on Linux, when
+// `on` and the thread runs under the default policy), so that the threads it
+// starts inherit it; puts back the thread's own policy after. A refusal
+// leaves everything as it was.
+class BatchPolicyScope {
+public:
+  explicit BatchPolicyScope(bool on) {
+#if defined(__linux__)
+    if (!on)
+      return;
+    // Only from the default policy: the way back from SCHED_BATCH to it needs
+    // no privilege (a real-time caller is left alone). old_ keeps the flag.
+    old_ = sched_getscheduler(0);
+    if (old_ < 0 || (old_ & ~SCHED_RESET_ON_FORK) != SCHED_OTHER ||
+        sched_getparam(0, &oldParam_) != 0)
+      return;
+    sched_param batch{};
+    set_ = sched_setscheduler(0, SCHED_BATCH, &batch) == 0;
+#else
+    (void)on;
+#endif
+  }
+  ~BatchPolicyScope() {
+#if defined(__linux__)
+    if (set_)
+      sched_setscheduler(0, old_, &oldParam_);
+#endif
+  }
+  BatchPolicyScope(const BatchPolicyScope &) = delete;
+  BatchPolicyScope &operator=(const BatchPolicyScope &) = delete;
+
+private:
+#if defined(__linux__)
+  int old_ = -1;
+  sched_param oldParam_{};
+#endif
+  bool set_ = false;
+};
 
 class GlooBackend : public CommBackend {
 public:
@@ -283,7 +326,10 @@ createGlooBackend(const GroupInfo &group, const c10::intrusive_ptr<c10d::Store> 
     auto opts = c10d::ProcessGroupGloo::Options::create();
     opts->timeout = group.timeout;
     opts->threads = std::max(1, options.glooThreads);
+    // The device starts Gloo's I/O thread: under the caller's policy.
     opts->devices.push_back(glooDevice(options, env));
+    // The group starts its worker threads, which inherit this thread's policy.
+    BatchPolicyScope batch(options.glooBatchWorkers);
     // Connects to every peer of the group through the store: collective.
     auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>(prefix, store), group.rank,

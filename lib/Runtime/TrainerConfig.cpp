@@ -269,7 +269,7 @@ std::string describeConfig(const TrainerConfig &c) {
 std::string configHash(const TrainerConfig &c) {
   static const std::set<std::string> kIgnored = {"run_dir",           "threads",
                                                  "backend",           "comm_timeout_s",
-                                                 "host_memory",
+                                                 "host_memory",       "gloo_workers",
                                                  "train.steps",       "train.log_every",
                                                  "train.val_every",   "train.val_batches",
                                                  "checkpoint.every",  "checkpoint.keep_last",

@@ -144,6 +144,7 @@ Status connect(TrainerState &s) {
   opts.backend =
       s.config.backend == "auto" ? (s.config.device == "cuda" ? "nccl" : "gloo") : s.config.backend;
   opts.timeout = std::chrono::milliseconds(int64_t(s.config.commTimeoutS * 1000));
+  opts.glooBatchWorkers = s.config.glooWorkers == "batch";
   auto world = CommWorld::create(s.env, opts);
   if (!world)
     return world.status();

@@ -99,6 +99,7 @@ struct TrainerConfig {
   std::string device = "cpu";   ///< cpu | cuda
   std::string backend = "auto"; ///< auto | gloo | nccl
   std::string hostMemory = "keep"; ///< keep | return (HostMemory.h)
+  std::string glooWorkers = "batch"; ///< batch | normal (CommOptions::glooBatchWorkers)
   double commTimeoutS = 120;
   DataConfig data;
   TrainLoopConfig train;

@@ -3,7 +3,11 @@
 // within the timeout.
 #include "CommTestUtil.h" // first: see there
 
+#include <filesystem>
+#include <string>
 #include <thread>
+
+#include <sched.h>
 
 #include "SpawnWorkers.h"
 #include "nnsc/Runtime/Program.h"
@@ -29,6 +33,17 @@ LaunchEnv twoRanks(int rank, int port) {
   env.localWorldSize = 2;
   env.masterPort = port;
   return env;
+}
+
+// Threads of this process under SCHED_BATCH.
+int batchThreads() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    int policy = sched_getscheduler(std::stoi(entry.path().filename().string()));
+    n += policy >= 0 && (policy & ~SCHED_RESET_ON_FORK) == SCHED_BATCH;
+  }
+  return n;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -105,6 +120,31 @@ TEST_CASE("a single-process gloo world runs every collective") {
              ContainsSubstring("names rank 1, outside a world of 1"));
   world = Status::error("destroyed");
   CHECK(findGroup(kWorldGroup) == nullptr);
+}
+
+TEST_CASE("gloo's worker threads run under SCHED_BATCH; the caller and the I/O thread do not") {
+  int before = batchThreads();
+  {
+    CommOptions options; // glooBatchWorkers by default
+    auto world = CommWorld::create(LaunchEnv{}, options);
+    NNSC_REQUIRE_OK(world.status());
+    CHECK(batchThreads() - before == options.glooThreads);
+    CHECK(sched_getscheduler(0) == SCHED_OTHER);
+    NNSC_REQUIRE_OK((*world)->addGroups({{4, {0}}}));
+    CHECK(batchThreads() - before == 2 * options.glooThreads);
+    CHECK(sched_getscheduler(0) == SCHED_OTHER);
+    test::checkCollectives((*world)->world());
+  }
+  // The workers stop with their groups (a joined thread may linger in /proc a moment).
+  auto start = Clock::now();
+  while (batchThreads() != before && secondsSince(start) < 5)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(batchThreads() == before);
+  CommOptions normal;
+  normal.glooBatchWorkers = false;
+  auto world = CommWorld::create(LaunchEnv{}, normal);
+  NNSC_REQUIRE_OK(world.status());
+  CHECK(batchThreads() == before);
 }
 
 TEST_CASE("a rank that never arrives fails the rendezvous within the timeout") {

@@ -86,7 +86,8 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
   CHECK_THAT(c.status().message(),
              Catch::Matchers::StartsWith(
                  "cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
-                 "program, run_dir, seed, threads, device, backend, host_memory, comm_timeout_s, "
+                 "program, run_dir, seed, threads, device, backend, host_memory, gloo_workers, "
+                 "comm_timeout_s, "
                  "data, train, optimizer, lr_schedule, checkpoint, data_parallel, precision, "
                  "report_memory, metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
@@ -250,4 +251,19 @@ TEST_CASE("config: host_memory keeps freed memory unless told to return it",
   CHECK_THAT(bad.status().message(),
              Catch::Matchers::ContainsSubstring("cfg.yaml:12:1: error: 'host_memory' must be one of: keep, return"));
   CHECK_THAT(bad.status().message(), Catch::Matchers::ContainsSubstring("cache"));
+}
+
+TEST_CASE("config: gloo_workers run under SCHED_BATCH unless told otherwise",
+          "[runtime][config]") {
+  auto d = parse(kBase);
+  REQUIRE(d.isOk());
+  CHECK(d->glooWorkers == "batch");
+  auto n = parse(std::string(kBase) + "gloo_workers: normal\n");
+  REQUIRE(n.isOk());
+  CHECK(n->glooWorkers == "normal");
+  auto bad = parse(std::string(kBase) + "gloo_workers: idle\n");
+  REQUIRE(!bad.isOk());
+  CHECK_THAT(bad.status().message(),
+             Catch::Matchers::ContainsSubstring(
+                 "cfg.yaml:12:1: error: 'gloo_workers' must be one of: batch, normal"));
 }
