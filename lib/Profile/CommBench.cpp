@@ -19,6 +19,7 @@
 #include "IdleSpinner.h"
 #include "nnsc/Profile/HostInfo.h"
 #include "nnsc/Runtime/Comm.h"
+#include "nnsc/Runtime/CpuBinding.h"
 #include "nnsc/Support/File.h"
 
 namespace nnsc::profile {
@@ -347,6 +348,9 @@ Status measureAndWrite(const CommPlan &plan, rt::CommWorld &world, at::Device de
 
 Status runCommWorker(const CommPlan &plan, const rt::LaunchEnv &env, std::ostream &out) {
   auto start = Clock::now();
+  if (plan.backend == "gloo") // as nnsc-run places its CPU workers (cpu_bind: cores)
+    out << rt::bindLocalWorkerOrWarn("nnsc-profile-comm", env.rank, env.localRank,
+                                     env.localWorldSize);
   IdleSpinner awake(plan.spin);
   if (env.rank == 0)
     NNSC_RETURN_IF_ERROR(checkWritable(plan.out));

@@ -20,6 +20,7 @@
 #include "nnsc/Profile/CommTable.h"
 #include "nnsc/Profile/DeviceSpecFile.h"
 #include "nnsc/Profile/HostInfo.h"
+#include "nnsc/Runtime/CpuBinding.h"
 #include "nnsc/Runtime/Threads.h"
 #include "nnsc/Runtime/Comm.h"
 #include "nnsc/Runtime/Optimizer.h"
@@ -501,13 +502,16 @@ Status runDeviceWorker(const DevicePlan &plan, const rt::LaunchEnv &env, std::os
       plan.threads > 0
           ? plan.threads
           : std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, env.localWorldSize));
-  rt::setIntraOpThreads(threads);
   Target t;
   if (plan.device == "cuda") {
     if (!torch::cuda::is_available())
       return errorf("--device cuda: this LibTorch sees no CUDA device");
     t.device = at::Device(at::kCUDA, env.localRank);
+  } else {
+    out << rt::bindLocalWorkerOrWarn("nnsc-profile-device", env.rank, env.localRank,
+                                     env.localWorldSize);
   }
+  rt::setIntraOpThreads(threads);
   try {
     return measureAndWrite(plan, env, t, threads, out);
   } catch (const std::exception &e) {

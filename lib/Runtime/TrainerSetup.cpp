@@ -9,6 +9,7 @@
 #include "PipelineRunner.h"
 #include "TensorIO.h"
 #include "TrainerImpl.h"
+#include "nnsc/Runtime/CpuBinding.h"
 #include "nnsc/Runtime/PipelineManifest.h"
 #include "nnsc/Runtime/HostMemory.h"
 #include "nnsc/Runtime/RngStreams.h"
@@ -247,6 +248,15 @@ void buildOptimizer(TrainerState &s) {
                                             s.config.train.steps);
 }
 
+// CPU workers of one node each take a share of its CPUs (CpuBinding.h), before
+// the intra-op pool and the communication threads start.
+void bindCpus(const TrainerState &s) {
+  if (s.config.cpuBind == "cores" && !s.device.is_cuda())
+    fmt::print(stderr, "{}",
+               bindLocalWorkerOrWarn("nnsc-run", s.env.rank, s.env.localRank,
+                                     s.env.localWorldSize));
+}
+
 void seedThreadsAndAllocator(TrainerState &s) {
   int64_t threads = s.config.threads;
   if (threads <= 0)
@@ -285,6 +295,7 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
                                   env.localRank, gpus)));
     s->device = at::Device(at::kCUDA, env.localRank);
   }
+  bindCpus(*s);
   NNSC_RETURN_IF_ERROR(loadManifest(*s));
   NNSC_RETURN_IF_ERROR(checkShapes(*s));
   NNSC_RETURN_IF_ERROR(openData(*s));

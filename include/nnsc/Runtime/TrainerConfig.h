@@ -100,6 +100,7 @@ struct TrainerConfig {
   std::string backend = "auto"; ///< auto | gloo | nccl
   std::string hostMemory = "keep"; ///< keep | return (HostMemory.h)
   std::string glooWorkers = "batch"; ///< batch | normal (CommOptions::glooBatchWorkers)
+  std::string cpuBind = "cores";     ///< cores | none (CpuBinding.h)
   double commTimeoutS = 120;
   DataConfig data;
   TrainLoopConfig train;

@@ -87,7 +87,7 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
              Catch::Matchers::StartsWith(
                  "cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
                  "program, run_dir, seed, threads, device, backend, host_memory, gloo_workers, "
-                 "comm_timeout_s, "
+                 "cpu_bind, comm_timeout_s, "
                  "data, train, optimizer, lr_schedule, checkpoint, data_parallel, precision, "
                  "report_memory, metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
@@ -266,4 +266,19 @@ TEST_CASE("config: gloo_workers run under SCHED_BATCH unless told otherwise",
   CHECK_THAT(bad.status().message(),
              Catch::Matchers::ContainsSubstring(
                  "cfg.yaml:12:1: error: 'gloo_workers' must be one of: batch, normal"));
+}
+
+TEST_CASE("config: cpu_bind gives each CPU worker its cores unless told not to",
+          "[runtime][config]") {
+  auto d = parse(kBase);
+  REQUIRE(d.isOk());
+  CHECK(d->cpuBind == "cores");
+  auto n = parse(std::string(kBase) + "cpu_bind: none\n");
+  REQUIRE(n.isOk());
+  CHECK(n->cpuBind == "none");
+  auto bad = parse(std::string(kBase) + "cpu_bind: numa\n");
+  REQUIRE(!bad.isOk());
+  CHECK_THAT(bad.status().message(),
+             Catch::Matchers::ContainsSubstring(
+                 "cfg.yaml:12:1: error: 'cpu_bind' must be one of: cores, none"));
 }
