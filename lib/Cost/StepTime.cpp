@@ -119,7 +119,14 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
     auto t = cluster.commTime(call.collective, call.bytes, call.ranks);
     if (!t)
       return t.status();
-    (call.backward ? s.backwardComm : s.forwardComm) += *t;
+    double staging = 0;
+    if (call.stagingBytes > 0) {
+      Work copy;
+      copy.bytes = double(call.stagingBytes);
+      copy.kernels = 1;
+      staging = workSeconds(copy, ir::DType::Float32, cluster.device);
+    }
+    (call.backward ? s.backwardComm : s.forwardComm) += *t + staging;
   }
   // Backward runs the parts in reverse: part i's gradients are ready once
   // the backward of parts i..end has run.

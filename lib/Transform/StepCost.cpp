@@ -26,6 +26,29 @@ std::optional<cost::Collective> collectiveOf(Primitive kind) {
   }
 }
 
+int64_t stagingBytes(Primitive kind, int64_t bytes, const CommOp &op) {
+  switch (kind) {
+  case Primitive::AllReduce: // the clone the sum is made in
+  case Primitive::AllGather: // the concatenation of the gathered parts
+    return 2 * bytes;
+  case Primitive::ReduceScatter: {
+    // Chunks along the dim are contiguous when every dim before it is 1.
+    auto rank = static_cast<int64_t>(op.outShape.size());
+    int64_t dim = op.args.empty() ? 0 : op.args[0];
+    if (dim < 0)
+      dim += rank;
+    int64_t leading = 1;
+    for (int64_t i = 0; i < dim && i < rank; ++i)
+      leading *= op.outShape[static_cast<size_t>(i)];
+    return leading == 1 ? 0 : 2 * bytes;
+  }
+  case Primitive::AllToAll: // stacked before, concatenated after
+    return 4 * bytes;
+  default:
+    return 0;
+  }
+}
+
 RvdCostFn tableRvdCost(const cost::Cluster &cluster) {
   return [&cluster](Primitive kind, int64_t bytes, int groupSize) -> double {
     auto c = collectiveOf(kind);
@@ -58,9 +81,11 @@ void addAdapterCalls(const ir::Graph &graph, const PartitionedGraph &pg,
         for (int d : members) {
           auto &comm = inputs[static_cast<size_t>(d)].comm;
           if (auto c = collectiveOf(op.forward))
-            comm.push_back({*c, bytes, members, false, a.stage});
+            comm.push_back(
+                {*c, bytes, members, false, a.stage, stagingBytes(op.forward, bytes, op)});
           if (auto c = collectiveOf(op.backward); c && a.needsGrad)
-            comm.push_back({*c, bytes, members, true, a.stage});
+            comm.push_back(
+                {*c, bytes, members, true, a.stage, stagingBytes(op.backward, bytes, op)});
         }
       }
 }

@@ -22,6 +22,12 @@ struct CommCall {
   std::vector<int> ranks; ///< the group, global ranks
   bool backward = false;  ///< runs in the backward pass
   int stage = 0;          ///< the pipeline (virtual) stage whose pass runs it
+  /// Bytes the runtime reads and writes on this rank around the backend's
+  /// call (Runtime/Collectives.cpp): an all-reduce clones its input, an
+  /// all-gather concatenates the gathered parts, a reduce-scatter makes its
+  /// chunks contiguous (a copy unless they are leading slices), an all-to-all
+  /// stacks and concatenates. The tables time the backend's call alone.
+  int64_t stagingBytes = 0;
 };
 
 /// A gradient the device reduces after backward (a reducer's shard).

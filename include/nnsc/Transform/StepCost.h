@@ -33,6 +33,11 @@ estimateStep(const ir::Graph &graph, const proto::Plan &plan, const PartitionedG
 /// reduce_scatter, all_to_all); nullopt for a local one.
 std::optional<cost::Collective> collectiveOf(Primitive kind);
 
+/// cost::CommCall::stagingBytes of primitive `kind` run by `op` (its args
+/// and local shape) at nccl-tests size `bytes`: what the runtime copies on a
+/// rank around the backend's call, read plus written.
+int64_t stagingBytes(Primitive kind, int64_t bytes, const CommOp &op);
+
 /// An RvdCostFn pricing each step from `cluster`'s comm table, groups
 /// placed within a node when they fit one (groupSize <= devicesPerNode).
 /// `cluster` must outlive the function and have a comm table.

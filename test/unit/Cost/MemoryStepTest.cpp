@@ -154,4 +154,12 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   two.microBatches = 2;
   auto s2 = cost::stepTime(in, cluster, two);
   CHECK(s2->total() == Catch::Approx(s->total() + fwd + bwd));
+  // An in-step all-reduce: the table's time plus the runtime's copy of the
+  // message, at the memory bandwidth with one launch.
+  cost::StepInput called = in;
+  called.comm.push_back({cost::Collective::AllReduce, 1000000, {0, 1}, true, 0, 2000000});
+  auto c2 = cost::stepTime(called, cluster, {});
+  REQUIRE(c2.isOk());
+  CHECK(c2->forwardComm == 0);
+  CHECK(c2->backwardComm == Catch::Approx((1e-3 + 1e6 / 1e9) + (2e6 / 1e11 + 1e-6)));
 }

@@ -29,3 +29,23 @@ TEST_CASE("tableRvdCost prices RVD steps from the comm table", "[transform][cost
         cost::Collective::ReduceScatter);
   CHECK_FALSE(transform::collectiveOf(transform::Primitive::ValueSplit));
 }
+
+TEST_CASE("the runtime's copies around a collective", "[transform][cost]") {
+  using transform::Primitive;
+  transform::CommOp op;
+  op.outShape = {4, 8, 16};
+  CHECK(transform::stagingBytes(Primitive::AllReduce, 1000, op) == 2000);
+  op.args = {1};
+  CHECK(transform::stagingBytes(Primitive::AllGather, 1000, op) == 2000);
+  // Chunks along dim 1 of [4, 8, 16] are strided: made contiguous, a copy.
+  CHECK(transform::stagingBytes(Primitive::ReduceScatter, 1000, op) == 2000);
+  // Along the leading dim (or behind dims of 1) they are slices: no copy.
+  op.args = {0};
+  CHECK(transform::stagingBytes(Primitive::ReduceScatter, 1000, op) == 0);
+  op.outShape = {1, 8, 16};
+  op.args = {-2};
+  CHECK(transform::stagingBytes(Primitive::ReduceScatter, 1000, op) == 0);
+  op.args = {2, 1};
+  CHECK(transform::stagingBytes(Primitive::AllToAll, 1000, op) == 4000);
+  CHECK(transform::stagingBytes(Primitive::Chunk, 1000, op) == 0);
+}
