@@ -52,9 +52,13 @@ std::vector<Bucket> buildBuckets(const std::vector<ReadyShard> &shards, int64_t 
   return buckets;
 }
 
-// Optimizer update: memory-bound kernels per tensor, counted as the
-// runtime's single-tensor updates run them (Runtime/Optimizer.cpp), in
-// float32 bytes read + written per element:
+// The optimizer part of a step, as the runtime runs it after the gradients
+// are reduced (Runtime/Trainer.cpp): the global gradient norm (one norm
+// kernel reading each gradient, then a few on the norms), the update, and
+// the gradients zeroed (one kernel writing each). The norm's all-reduce over
+// ranks is added by stepTime. The update: memory-bound kernels per tensor,
+// counted as the runtime's single-tensor updates run them, in float32 bytes
+// read + written per element:
 //   sgd       p.add_(g)                                             12, 1 kernel
 //   momentum  buf.mul_, buf.add_(g), p.add_(buf)                    32, 3 kernels
 //   adam(w)   p.mul_ (decay), m.lerp_(g), v.mul_, v.addcmul_(g, g),
@@ -71,9 +75,14 @@ double optimizerSeconds(const StepInput &in, const Cluster &c, const MemoryOptio
     perElement += 6, kernels += 1;
   Work w{in.trainableElements * 4, in.trainableElements * perElement,
          in.trainableTensors * kernels, false};
+  // Norm and zeroing: 4 bytes an element each, a kernel per tensor each, and
+  // the norms stacked, squared, weighed and summed.
+  constexpr int kNormKernels = 5;
+  Work normAndZero{0, in.trainableElements * 8, in.trainableTensors * 2 + kNormKernels, false};
+  double others = workSeconds(normAndZero, ir::DType::Float32, c.device);
   if (c.device.updateBandwidth > 0) // measured as these bytes, on the runtime's AdamW
-    return w.bytes / c.device.updateBandwidth + w.kernels * c.device.launchFloor;
-  return workSeconds(w, ir::DType::Float32, c.device);
+    return w.bytes / c.device.updateBandwidth + w.kernels * c.device.launchFloor + others;
+  return workSeconds(w, ir::DType::Float32, c.device) + others;
 }
 
 } // namespace
@@ -143,6 +152,12 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
   s.buckets = reduce->buckets;
   s.gradReduceExposed = std::max(0.0, reduce->end - s.backwardCompute);
   s.optimizer = optimizerSeconds(in, cluster, options.memory);
+  if (in.normRanks.size() > 1) {
+    auto t = cluster.commTime(Collective::AllReduce, 8, in.normRanks);
+    if (!t)
+      return t.status();
+    s.optimizer += *t;
+  }
   return s;
 }
 

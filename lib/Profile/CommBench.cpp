@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <numeric>
 #include <ostream>
 
 #include <ATen/ATen.h>
@@ -142,11 +143,27 @@ RoundPlan roundPlan(const CommPlan &plan, int round) {
   return r;
 }
 
-// This rank's median over the round's timed iterations, after its warmup
+// `ms` milliseconds of square matmuls of 256 on `device`, finished there:
+// the compute a step runs between two of its collectives.
+void computeFor(double ms, at::Device device) {
+  if (ms <= 0)
+    return;
+  at::NoGradGuard noGrad;
+  at::Tensor a = at::ones({256, 256}, at::TensorOptions(at::kFloat).device(device));
+  auto start = Clock::now();
+  while (since(start) * 1e3 < ms) {
+    at::Tensor product = at::mm(a, a);
+    if (device.is_cuda())
+      torch::cuda::synchronize(device.index());
+  }
+}
+
+// This rank's figure over the round's timed iterations, after its warmup
 // (fewer iterations when the group's slowest warmup iteration says they would
-// overrun the budget).
+// overrun the budget): the median back to back, the mean with a gap of
+// compute before each (CommPlan::gapMs).
 Expected<double> timePoint(rt::CommBackend &g, const RoundPlan &r, Collective c, int64_t elements,
-                           at::Device device) {
+                           at::Device device, double gapMs) {
   Buffers b = makeBuffers(c, elements, g.size(), device);
   double slowest = 0;
   for (int i = 0; i < r.warmup; ++i) {
@@ -165,11 +182,14 @@ Expected<double> timePoint(rt::CommBackend &g, const RoundPlan &r, Collective c,
   std::vector<double> times;
   NNSC_RETURN_IF_ERROR(g.barrier()->wait());
   for (int i = 0; i < iters; ++i) {
+    computeFor(gapMs, device);
     auto t0 = Clock::now();
     NNSC_RETURN_IF_ERROR(runOnce(g, c, b, device));
     double t = since(t0);
     times.push_back(c == Collective::SendRecv ? t / 2 : t); // one way of the round trip
   }
+  if (gapMs > 0)
+    return std::accumulate(times.begin(), times.end(), 0.0) / double(times.size());
   return median(times);
 }
 
@@ -261,12 +281,15 @@ CommTable buildTable(const CommPlan &plan, const std::vector<Point> &points,
   table.device = plan.device;
   RoundPlan r = roundPlan(plan, 0);
   table.sources.push_back(fmt::format(
-      "measured by nnsc-profile-comm on {}, {} processes, {}, {}, median of {} iters after {} "
+      "measured by nnsc-profile-comm on {}, {} processes, {}, {}, {} of {} iters after {} "
       "warmup, in {} rounds of {} (fewer, at least {}, where a round of a point would pass {} "
-      "s), the fastest round; max over ranks; groups of consecutive ranks, all groups of a size "
-      "at once{}",
-      hostName(), worldSize, plan.backend, isoDateTime(), r.iters * plan.rounds, plan.warmup,
-      plan.rounds, r.iters, r.minIters, r.budget, plan.spin ? "; CPUs kept awake" : ""));
+      "s), the {} round; max over ranks; groups of consecutive ranks, all groups of a size "
+      "at once{}{}",
+      hostName(), worldSize, plan.backend, isoDateTime(), plan.gapMs > 0 ? "mean" : "median",
+      r.iters * plan.rounds, plan.warmup, plan.rounds, r.iters, r.minIters, r.budget,
+      plan.gapMs > 0 ? "median" : "fastest", plan.spin ? "; CPUs kept awake" : "",
+      plan.gapMs > 0 ? fmt::format("; {} ms of matmuls before each timed operation", plan.gapMs)
+                     : std::string()));
   for (size_t i = 0; i < points.size(); ++i) {
     const Point &p = points[i];
     const char *name = collectiveName(p.collective);
@@ -298,7 +321,7 @@ Status sweep(const CommPlan &plan, int round, rt::CommWorld &world, const SizedG
     if (i == 0 || p.collective != points[i - 1].collective || p.group != points[i - 1].group)
       NNSC_RETURN_IF_ERROR(world.world().barrier()->wait()); // idle ranks wait here
     if (auto g = groups.mine.at(p.group)) {
-      auto t = timePoint(*g, r, p.collective, p.elements, device);
+      auto t = timePoint(*g, r, p.collective, p.elements, device, plan.gapMs);
       if (!t)
         return t.status();
       seconds[i] = *t;
@@ -307,8 +330,10 @@ Status sweep(const CommPlan &plan, int round, rt::CommWorld &world, const SizedG
   return Status::ok();
 }
 
-// The rounds' figures agreed over ranks (each round's largest median), then
-// the smallest round per point: a round the machine disturbed counts least.
+// The rounds' figures agreed over ranks (each round's largest), then per
+// point the smallest round (back to back: a round the machine disturbed
+// counts least) or, with a gap, the median round (the mean of a round has
+// its tail in it, which steps pay; one disturbed round is left out).
 Expected<std::vector<double>> measureRounds(const CommPlan &plan, rt::CommWorld &world,
                                             const SizedGroups &groups,
                                             const std::vector<Point> &points, at::Device device) {
@@ -318,7 +343,9 @@ Expected<std::vector<double>> measureRounds(const CommPlan &plan, rt::CommWorld 
     NNSC_RETURN_IF_ERROR(sweep(plan, r, world, groups, points, device, &rounds[size_t(r) * n]));
   std::vector<at::Tensor> agreed = {at::tensor(rounds, at::TensorOptions(at::kDouble)).to(device)};
   NNSC_RETURN_IF_ERROR(world.world().allReduce(agreed, rt::ReduceOp::Max)->wait());
-  at::Tensor host = agreed[0].cpu().view({plan.rounds, int64_t(n)}).amin(0);
+  at::Tensor byRound = agreed[0].cpu().view({plan.rounds, int64_t(n)});
+  // (lower median over an even count of rounds)
+  at::Tensor host = plan.gapMs > 0 ? std::get<0>(byRound.median(0)) : byRound.amin(0);
   std::vector<double> seconds(n);
   for (size_t i = 0; i < n; ++i)
     seconds[i] = host[int64_t(i)].item<double>();

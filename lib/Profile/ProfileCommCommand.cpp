@@ -199,6 +199,9 @@ Expected<CommPlan> checkCommOptions(const ProfileCommOptions &o) {
   plan.warmup = o.warmup;
   plan.pointSeconds = o.pointSeconds;
   plan.spin = o.spin;
+  if (o.gapMs != -1 && !(o.gapMs >= 0 && o.gapMs <= 1000))
+    return commandLineError(errorf("--gap-ms must be between 0 and 1000, got {}", o.gapMs));
+  plan.gapMs = o.gapMs != -1 ? o.gapMs : o.backend == "gloo" ? 5 : 0;
   plan.rounds = o.rounds;
   plan.timeout = std::chrono::milliseconds(int64_t(o.timeoutSeconds * 1000));
   return plan;

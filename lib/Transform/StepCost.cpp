@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <unordered_map>
 
 #include "nnsc/Plan/Memory.h"
@@ -245,6 +246,14 @@ std::vector<cost::StepInput> stepInputs(const ir::Graph &graph, const proto::Pla
   }
   addAdapterCalls(graph, pg, inputs);
   addGrads(graph, plan, pg, loads, inputs);
+  // A split plan, or ZeRO over data-parallel copies, sums the gradient norm
+  // over the world every step (Runtime/Trainer.cpp gradientNorm).
+  if (plan.plan_ngpus() > 1 || (plan.zero() > 0 && plan.runtime_ngpus() > plan.plan_ngpus())) {
+    std::vector<int> world(static_cast<size_t>(std::max(1, plan.runtime_ngpus())));
+    std::iota(world.begin(), world.end(), 0);
+    for (cost::StepInput &in : inputs)
+      in.normRanks = world;
+  }
   return inputs;
 }
 

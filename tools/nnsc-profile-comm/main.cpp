@@ -2,6 +2,7 @@
 // and write a communication table (docs/profile-comm.md).
 //   nnsc-profile-comm --out TABLE.yaml [--nproc N] [--backend gloo|nccl] [--device ID]
 //                     [--sizes MIN:MAX[:FACTOR]] [--collectives LIST] [--iters N] [--warmup N]
+//                     [--gap-ms MS]
 #include <iostream>
 
 #include "nnsc/Profile/ProfileComm.h"
@@ -39,6 +40,9 @@ int toolMain(int argc, char **argv) {
       ->default_val(0.5);
   app.add_option("--timeout", o.timeoutSeconds, "seconds an operation may take before it fails")
       ->default_val(60);
+  app.add_option("--gap-ms", o.gapMs,
+                 "milliseconds of matmuls before each timed operation, as a step computes "
+                 "between collectives; the figure is then the mean (default: 5 on gloo, 0 on nccl)");
   bool noSpin = false;
   app.add_flag("--no-spin", noSpin,
                "let the CPUs idle in waits (default: a SCHED_IDLE thread per worker keeps them "

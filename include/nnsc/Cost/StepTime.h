@@ -48,6 +48,10 @@ struct StepInput {
   std::vector<GradShard> grads;
   double trainableElements = 0; ///< for the optimizer update
   int trainableTensors = 0;
+  /// The ranks whose gradients make up one global norm, when there are
+  /// several: the runtime sums the squared norm over them with an all-reduce
+  /// of one double every step (Runtime/Optimizer.cpp clipGradNorm).
+  std::vector<int> normRanks;
 };
 
 struct StepOptions {

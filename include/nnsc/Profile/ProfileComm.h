@@ -39,6 +39,12 @@ struct ProfileCommOptions {
   /// Keep the CPUs from idling while measuring (IdleSpinner: a SCHED_IDLE
   /// thread per worker); off measures a machine whose cores sleep in waits.
   bool spin = true;
+  /// Milliseconds of matmuls each rank runs before every timed operation, as
+  /// a training step computes between its collectives; -1: the backend's
+  /// default (gloo 5, nccl 0: back to back). With a gap, a point's figure is
+  /// the mean of its timed operations (what a step pays) and the median
+  /// round's.
+  double gapMs = -1;
   std::vector<std::string> argv; ///< the command line, for the workers
 };
 
@@ -54,6 +60,7 @@ struct CommPlan {
   double pointSeconds = 0.5;
   std::chrono::milliseconds timeout{60000};
   bool spin = true;
+  double gapMs = 0; ///< ProfileCommOptions::gapMs, resolved
 };
 
 /// Checks the options (every error names the flag and the value). Does not

@@ -134,16 +134,25 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   REQUIRE(r.isOk());
   CHECK(r->forwardCompute == Catch::Approx(fwd));
   CHECK(r->backwardCompute == Catch::Approx(bwd + fwd));
-  // AdamW as the runtime runs it: 8 kernels a tensor, 80 bytes an element.
-  CHECK(s->optimizer == Catch::Approx(128 * 80 / 1e11 + 8 * 1e-6));
+  // AdamW as the runtime runs it: 8 kernels a tensor, 80 bytes an element;
+  // around it the gradient norm and the zeroing: 4 bytes an element and a
+  // kernel a tensor each, and 5 kernels on the norms.
+  const double normAndZero = 128 * 8 / 1e11 + (2 + 5) * 1e-6;
+  CHECK(s->optimizer == Catch::Approx(128 * 80 / 1e11 + 8 * 1e-6 + normAndZero));
   cost::StepOptions sgd;
   sgd.memory.optimizer = cost::Optimizer::Sgd;
-  CHECK(cost::stepTime(in, cluster, sgd)->optimizer == Catch::Approx(128 * 12 / 1e11 + 1e-6));
+  CHECK(cost::stepTime(in, cluster, sgd)->optimizer ==
+        Catch::Approx(128 * 12 / 1e11 + 1e-6 + normAndZero));
   // A measured update bandwidth replaces the memory bandwidth for the update alone.
   cost::Cluster updating = cluster;
   updating.device.updateBandwidth = 4e11;
   auto u = cost::stepTime(in, updating, {});
-  CHECK(u->optimizer == Catch::Approx(128 * 80 / 4e11 + 8 * 1e-6));
+  CHECK(u->optimizer == Catch::Approx(128 * 80 / 4e11 + 8 * 1e-6 + normAndZero));
+  // A norm summed over two ranks: one all-reduce of a double from the table.
+  cost::StepInput normed = in;
+  normed.normRanks = {0, 1};
+  CHECK(cost::stepTime(normed, cluster, {})->optimizer ==
+        Catch::Approx(s->optimizer + 1e-3 + 8 / 1e9));
   CHECK(u->forwardCompute == Catch::Approx(fwd));
   // A gradient ready early (its reader is the last part) overlaps the rest.
   in.grads[0].firstReader = 4;
