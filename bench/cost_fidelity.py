@@ -124,8 +124,13 @@ def measured(run_dir, log, warmup):
     return statistics.median(times), mib(m.group(1)), mib(m.group(2)), measured_parts(kept)
 
 
+def tag_of(name):
+    """A plan's name as its files are named: "1 process" -> "1-process"."""
+    return re.sub(r"[^a-z0-9]+", "-", name)
+
+
 def run_plan(d, model, vocab, name, ranks, plan_args, args, spec, comm):
-    tag = re.sub(r"[^a-z0-9]+", "-", name)
+    tag = tag_of(name)
     plan_args = [f"{ROOT}/examples/{model}/{a}" if a.endswith(".yaml") else a for a in plan_args]
     out = sh([f"{args.bin}/nnsc-plan", f"{d}/trace/graph.pb", *plan_args, "--device", spec,
               "--comm", comm, "--optimizer", "adamw", "-o", f"{d}/{tag}.pb", "--print"])
@@ -213,7 +218,7 @@ def main():
         # more would rank a plan against itself, by noise alone.
         twin = next((n for n, *_ in rows
                      if n != "autodist" and "autodist" in samples
-                     and same_programs(f"{d}/{n}", f"{d}/autodist")), None)
+                     and same_programs(f"{d}/{tag_of(n)}", f"{d}/autodist")), None)
         if twin:
             print(f"{model}:{config}: autodist's programs are {twin}'s: ranked once")
         summarize(f"{model}:{config}", table,
