@@ -3,10 +3,10 @@
 ///
 /// Two CPU workers on two cores, unbound, let the kernel put a thread of one
 /// worker on the core where the other computes: Gloo's threads of a worker
-/// waiting in a collective queued behind the other worker's matmuls, and a
-/// Llama Megatron step on this 2-core VM spent 27 ms in its all-reduces (1.8 ms
-/// each, mean) instead of 15 (0.9 ms) when each worker had a core of its own
-/// (131 -> 119 ms a step). Launchers for CPU training bind the same way (Intel's
+/// waiting in a collective queued behind the other worker's matmuls: a Llama
+/// Megatron step on this 2-core VM spent 31.4 ms in its all-reduces instead
+/// of 12.0 when each worker had a core of its own, 128.2 -> 108.8 ms a step
+/// (bench/cpu_workers.py, Gloo's workers under SCHED_BATCH in both). Launchers for CPU training bind the same way (Intel's
 /// PyTorch launcher, `mpirun --bind-to core`, `srun --cpu-bind=cores`).
 #include <string>
 #include <vector>
