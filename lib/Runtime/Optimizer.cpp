@@ -140,8 +140,8 @@ Status Optimizer::loadState(const std::map<std::string, at::Tensor> &state,
     if (field != "step" && v.sizes() != param.sizes())
       return errorf("{}: error: optimizer state '{}' has shape {}; the parameter has {}", from, key,
                     fmt::join(v.sizes(), "x"), fmt::join(param.sizes(), "x"));
-    if (field == "step")
-      s.step = v.to(at::kFloat).reshape({});
+    if (field == "step") // on the host, as torch.optim keeps it: read every update
+      s.step = value.to(at::kCPU, at::kFloat).reshape({}).clone();
     else if (field == "exp_avg")
       s.expAvg = v;
     else if (field == "exp_avg_sq")
@@ -154,9 +154,9 @@ Status Optimizer::loadState(const std::map<std::string, at::Tensor> &state,
   return Status::ok();
 }
 
-Expected<double> clipGradNorm(const std::vector<at::Tensor> &params,
-                              const std::vector<int> &replicas, double maxNorm,
-                              const GradNormScope &scope) {
+Expected<at::Tensor> clipGradNorm(const std::vector<at::Tensor> &params,
+                                  const std::vector<int> &replicas, double maxNorm,
+                                  const GradNormScope &scope) {
   at::NoGradGuard noGrad;
   std::vector<at::Tensor> grads, norms;
   std::vector<int> copies;
@@ -191,7 +191,7 @@ Expected<double> clipGradNorm(const std::vector<at::Tensor> &params,
     for (auto &g : grads)
       g.detach().mul_(coef.to(g.device()));
   }
-  return total.item<double>();
+  return total;
 }
 
 } // namespace nnsc::rt

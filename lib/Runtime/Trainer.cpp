@@ -32,8 +32,7 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 
 // The mean over data-parallel copies and `count` micro-batches of the copies'
 // losses, each the sum of its ranks' shares (`sum` is this rank's, summed
-// over its micro-batches; ranks without a loss contribute 0). The one read of
-// the loss a step makes.
+// over its micro-batches; ranks without a loss contribute 0).
 Expected<double> averageOverCopies(TrainerState &s, const LossSum &sum, double count) {
   // On the group's device: NCCL reduces CUDA tensors only.
   std::vector<at::Tensor> bufs{sum.total(s.device)};
@@ -42,6 +41,50 @@ Expected<double> averageOverCopies(TrainerState &s, const LossSum &sum, double c
     return st.withContext("averaging the loss over ranks");
   return bufs[0].cpu()[0].item<double>() /
          (count * double(std::max<int64_t>(1, s.layout.dpSize)));
+}
+
+// What a training step leaves on the device for its log record: this rank's
+// loss shares summed over the micro-batches, and the gradient norm
+// (undefined when fp16 skipped the step).
+struct StepValues {
+  at::Tensor lossSum;
+  at::Tensor gradNorm;
+};
+
+// A step done and not yet read.
+struct PendingStep {
+  StepRecord record;
+  StepValues values;
+};
+
+// Reads the pending steps' values into their records: each loss averaged
+// over the copies and micro-batches, each gradient norm. One all-reduce and
+// one host read for all of them, so a GPU runs the steps between two log
+// lines without waiting for the host.
+Status readStepValues(TrainerState &s, std::vector<PendingStep> &pending) {
+  std::vector<at::Tensor> sums, norms;
+  for (const PendingStep &p : pending) {
+    sums.push_back(p.values.lossSum.to(s.device));
+    if (p.values.gradNorm.defined())
+      norms.push_back(p.values.gradNorm.to(s.device, at::kDouble).reshape({1}));
+  }
+  std::vector<at::Tensor> bufs{at::cat(sums)};
+  Status st = s.comm->world().allReduce(bufs)->wait();
+  if (!st.isOk())
+    return st.withContext("averaging the loss over ranks");
+  norms.insert(norms.begin(), bufs[0]);
+  at::Tensor host = at::cat(norms).cpu();
+  auto values = host.accessor<double, 1>();
+  const double count = double(s.config.train.gradAccumulation) *
+                       double(std::max<int64_t>(1, s.layout.dpSize));
+  int64_t next = int64_t(pending.size());
+  for (size_t i = 0; i < pending.size(); ++i) {
+    StepRecord &r = pending[i].record;
+    r.loss = values[int64_t(i)] / count;
+    r.gradNorm = pending[i].values.gradNorm.defined() ? values[next++]
+                                                      : std::numeric_limits<double>::quiet_NaN();
+  }
+  return Status::ok();
 }
 
 Status backward(TrainerState &s, const at::Tensor &loss) {
@@ -59,8 +102,8 @@ template <typename F> Status forEachSync(TrainerState &s, F f) {
 }
 
 // The global gradient norm (and clipping): from whole gradients, or under
-// ZeRO from the reduced shards and the plain gradients.
-Expected<double> gradientNorm(TrainerState &s) {
+// ZeRO from the reduced shards and the plain gradients. Left on the device.
+Expected<at::Tensor> gradientNorm(TrainerState &s) {
   const double clip = s.config.optimizer.gradClip;
   if (!s.zero.empty()) {
     std::vector<ZeroOptimizer *> sharded;
@@ -143,8 +186,7 @@ Expected<bool> masterGradients(TrainerState &s) {
   return overflow;
 }
 
-Expected<double> trainStep(TrainerState &s, int64_t step, double lr, StepRecord &r) {
-  const int64_t accum = s.config.train.gradAccumulation;
+Expected<StepValues> trainStep(TrainerState &s, int64_t step, double lr, StepRecord &r) {
   auto t0 = Clock::now();
   takeCollectiveSeconds(); // the step's own from here
   auto lossSum = s.pipeline ? pipelineStep(s, step) : microBatchesStep(s, step);
@@ -161,18 +203,17 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, StepRecord 
   }
   if (s.precision && s.precision->scaler())
     r.lossScale = s.precision->lossScale(); // the scale this step's backward used
+  StepValues values{lossSum->total(s.device), at::Tensor()};
   auto overflow = masterGradients(s);
   if (!overflow)
     return overflow.status();
   r.skipped = *overflow;
-  if (r.skipped) {
-    r.gradNorm = std::numeric_limits<double>::quiet_NaN();
-    return averageOverCopies(s, *lossSum, double(accum));
-  }
+  if (r.skipped)
+    return values;
   auto norm = gradientNorm(s);
   if (!norm)
     return norm.status();
-  r.gradNorm = *norm;
+  values.gradNorm = *norm;
   s.optimizer->step(lr);
   for (auto &z : s.zero)
     NNSC_RETURN_IF_ERROR(z->step(lr)); // and all-gathers the parameters
@@ -181,7 +222,7 @@ Expected<double> trainStep(TrainerState &s, int64_t step, double lr, StepRecord 
     s.precision->copyMastersToShards();
     s.precision->updateScale(false);
   }
-  return averageOverCopies(s, *lossSum, double(accum));
+  return values;
 }
 
 Expected<double> validate(TrainerState &s) {
@@ -213,7 +254,7 @@ public:
     const auto &t = s_.config.train;
     if (s_.isLogger())
       NNSC_RETURN_IF_ERROR(openMetrics());
-    start_ = last_ = Clock::now();
+    start_ = last_ = read_ = Clock::now();
     lastStep_ = s_.startStep;
     for (int64_t step = s_.startStep; step < t.steps; ++step) {
       StepRecord r;
@@ -221,46 +262,79 @@ public:
       r.steps = t.steps;
       r.lr = s_.schedule->at(step);
       stepStart_ = Clock::now(); // validation and checkpoints are not the step's
-      auto loss = trainStep(s_, step, r.lr, r);
-      if (!loss)
-        return loss.status();
-      r.loss = *loss;
-      NNSC_RETURN_IF_ERROR(afterStep(r));
+      auto values = trainStep(s_, step, r.lr, r);
+      if (!values)
+        return values.status();
+      NNSC_RETURN_IF_ERROR(afterStep(r, *values));
     }
     return Status::ok();
   }
 
 private:
-  Status afterStep(StepRecord &r) {
+  // Times the step and keeps it pending. The pending steps are read, logged
+  // and written to the metrics at a step that prints a line, validates,
+  // saves a checkpoint (the metrics file then holds every step the
+  // checkpoint has) or ends the run.
+  Status afterStep(StepRecord &r, StepValues values) {
+    const TrainLoopConfig &t = s_.config.train;
     auto now = Clock::now();
-    double tokens = double(s_.config.train.globalBatchSize) * double(s_.blockSize);
     r.stepSeconds = seconds(stepStart_, now);
     if (r.fwdBwdSeconds)
       r.optimizerSeconds =
           std::max(0.0, r.stepSeconds - *r.fwdBwdSeconds - r.gradSyncSeconds.value_or(0));
-    r.tokensPerS = tokens / std::max(1e-9, r.stepSeconds);
+    r.tokensPerS = tokensPerStep() / std::max(1e-9, r.stepSeconds);
     int64_t doneHere = r.step - s_.startStep;
     r.etaSeconds = seconds(start_, now) / double(doneHere) * double(r.steps - r.step);
-    if (s_.valData && due(r.step, s_.config.train.valEvery, r.steps) &&
-        s_.config.train.valEvery > 0) {
+    pending_.push_back({r, std::move(values)});
+    const bool validation = s_.valData && t.valEvery > 0 && due(r.step, t.valEvery, r.steps);
+    const bool checkpoint = due(r.step, s_.config.checkpoint.every, r.steps);
+    if (!validation && !checkpoint && !logged(r.step))
+      return Status::ok();
+    NNSC_RETURN_IF_ERROR(readPending());
+    if (validation) {
       auto v = validate(s_);
       if (!v)
         return v.status();
-      r.valLoss = *v;
+      pending_.back().record.valLoss = *v;
     }
     if (s_.isLogger())
-      report(r, now);
-    if (due(r.step, s_.config.checkpoint.every, r.steps))
-      return saveCheckpoint(s_, r.step, r.lr);
+      for (const PendingStep &p : pending_)
+        report(p.record, now);
+    pending_.clear();
+    Status st = checkpoint ? saveCheckpoint(s_, r.step, r.lr) : Status::ok();
+    read_ = Clock::now();
+    return st;
+  }
+
+  // The pending steps' values, and on cuda their times: the host ran ahead
+  // of the kernels, so each step gets the mean of the interval up to the read
+  // (which waits for them).
+  Status readPending() {
+    NNSC_RETURN_IF_ERROR(readStepValues(s_, pending_));
+    if (!s_.device.is_cuda())
+      return Status::ok();
+    double each = seconds(read_, Clock::now()) / double(pending_.size());
+    for (PendingStep &p : pending_) {
+      p.record.stepSeconds = each;
+      p.record.tokensPerS = tokensPerStep() / std::max(1e-9, each);
+    }
     return Status::ok();
   }
 
+  bool logged(int64_t step) const {
+    return due(step, s_.config.train.logEvery, s_.config.train.steps) ||
+           step == s_.startStep + 1;
+  }
+
+  double tokensPerStep() const {
+    return double(s_.config.train.globalBatchSize) * double(s_.blockSize);
+  }
+
   void report(StepRecord r, Clock::time_point now) {
-    bool log = due(r.step, s_.config.train.logEvery, r.steps) || r.step == s_.startStep + 1;
-    if (log) {
+    if (logged(r.step)) {
       StepRecord shown = r; // throughput over the whole interval since the last line
-      shown.tokensPerS = double(s_.config.train.globalBatchSize) * double(s_.blockSize) *
-                         double(r.step - lastStep_) / std::max(1e-9, seconds(last_, now));
+      shown.tokensPerS =
+          tokensPerStep() * double(r.step - lastStep_) / std::max(1e-9, seconds(last_, now));
       out_ << formatProgressLine(shown) << std::endl;
       last_ = now;
       lastStep_ = r.step;
@@ -287,7 +361,10 @@ private:
   TrainerState &s_;
   std::ostream &out_;
   std::ofstream metrics_;
-  Clock::time_point start_, last_, stepStart_ = Clock::now();
+  std::vector<PendingStep> pending_;
+  // start_: the loop's; last_: the last progress line's; read_: the end of
+  // the last read (and its validation and checkpoint).
+  Clock::time_point start_, last_, read_, stepStart_ = Clock::now();
   int64_t lastStep_ = 0;
 };
 

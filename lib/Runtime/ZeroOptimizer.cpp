@@ -216,10 +216,10 @@ int64_t ZeroOptimizer::stateBytes() const {
   return bytes;
 }
 
-Expected<double> clipGradNormSharded(const std::vector<at::Tensor> &params,
-                                     const std::vector<int> &replicas,
-                                     const std::vector<ZeroOptimizer *> &sharded, double maxNorm,
-                                     CommBackend &world, int64_t dpSize) {
+Expected<at::Tensor> clipGradNormSharded(const std::vector<at::Tensor> &params,
+                                         const std::vector<int> &replicas,
+                                         const std::vector<ZeroOptimizer *> &sharded,
+                                         double maxNorm, CommBackend &world, int64_t dpSize) {
   at::NoGradGuard noGrad;
   const double dp = double(std::max<int64_t>(1, dpSize));
   // Summed on the parameters' device (NCCL reduces device tensors only).
@@ -248,7 +248,7 @@ Expected<double> clipGradNormSharded(const std::vector<at::Tensor> &params,
     for (ZeroOptimizer *z : sharded)
       z->scaleGrads(coef);
   }
-  return total.item<double>();
+  return total;
 }
 
 } // namespace nnsc::rt

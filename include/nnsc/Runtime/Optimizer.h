@@ -88,8 +88,11 @@ struct GradNormScope {
 /// model copy) and, when maxNorm > 0, scaling as torch.nn.utils.clip_grad_norm_:
 /// coef = min(1, max_norm / (norm + 1e-6)) multiplies every grad. With one
 /// rank per model copy the norm is torch.norm(torch.stack(norms)) exactly.
-Expected<double> clipGradNorm(const std::vector<at::Tensor> &params,
-                              const std::vector<int> &replicas, double maxNorm,
-                              const GradNormScope &scope);
+/// Returns the norm as a float32 scalar on the gradients' device, unread: a
+/// GPU step clips without waiting for its kernels, and the trainer reads
+/// the norms of the steps between two log lines at once.
+Expected<at::Tensor> clipGradNorm(const std::vector<at::Tensor> &params,
+                                  const std::vector<int> &replicas, double maxNorm,
+                                  const GradNormScope &scope);
 
 } // namespace nnsc::rt

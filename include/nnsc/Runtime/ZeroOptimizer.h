@@ -74,10 +74,10 @@ private:
 /// The global gradient norm when some gradients are ZeRO shards: the plain
 /// `params` count as clipGradNorm's world formula says (||g||^2 / replicas,
 /// summed over ranks, / dp), every shard once; one float64 all-reduce over
-/// `world`, no per-tensor host synchronisation. Clips as clipGradNorm.
-Expected<double> clipGradNormSharded(const std::vector<at::Tensor> &params,
-                                     const std::vector<int> &replicas,
-                                     const std::vector<ZeroOptimizer *> &sharded, double maxNorm,
-                                     CommBackend &world, int64_t dpSize);
+/// `world`, no host synchronisation. Clips and returns as clipGradNorm.
+Expected<at::Tensor> clipGradNormSharded(const std::vector<at::Tensor> &params,
+                                         const std::vector<int> &replicas,
+                                         const std::vector<ZeroOptimizer *> &sharded,
+                                         double maxNorm, CommBackend &world, int64_t dpSize);
 
 } // namespace nnsc::rt

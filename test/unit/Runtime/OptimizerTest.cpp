@@ -112,7 +112,7 @@ void runCase(const Case &c) {
       params[i].mutable_grad() = gradOf(k, i, params[i]);
     auto norm = clipGradNorm(params, {1, 1, 1}, c.maxNorm, {});
     REQUIRE(norm.isOk());
-    CHECK(float(*norm) == want[fmt::format("norm_{}", k)].item<float>());
+    CHECK(norm->item<float>() == want[fmt::format("norm_{}", k)].item<float>());
     opt.step(c.lrs[k]);
   }
   for (size_t i = 0; i < params.size(); ++i)
