@@ -68,22 +68,35 @@ Expected<RankState> readRankCheckpoint(const std::string &dir, int rank) {
   return state;
 }
 
-std::string cpuRngState() {
-  at::Tensor s = at::detail::getDefaultCPUGenerator().get_state();
+std::string generatorState(const c10::Device &device) {
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  at::Tensor s;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    s = gen.get_state().contiguous(); // a CPU byte tensor, for CUDA's too
+  }
   return std::string(static_cast<const char *>(s.data_ptr()), s.nbytes());
 }
 
-Status setCpuRngState(const std::string &bytes, const std::string &from) {
+Status setGeneratorState(const c10::Device &device, const std::string &bytes,
+                         const std::string &from) {
   at::Tensor s = at::empty({int64_t(bytes.size())}, at::TensorOptions().dtype(at::kByte));
   std::memcpy(s.data_ptr(), bytes.data(), bytes.size());
   try {
-    auto gen = at::detail::getDefaultCPUGenerator();
+    at::Generator gen = at::globalContext().defaultGenerator(device);
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(s);
   } catch (const c10::Error &ex) {
-    return errorf("{}: error: bad random-generator state: {}", from, ex.what_without_backtrace());
+    return errorf("{}: error: bad {} random-generator state: {}", from, device.str(),
+                  ex.what_without_backtrace());
   }
   return Status::ok();
+}
+
+std::string cpuRngState() { return generatorState(c10::Device(c10::kCPU)); }
+
+Status setCpuRngState(const std::string &bytes, const std::string &from) {
+  return setGeneratorState(c10::Device(c10::kCPU), bytes, from);
 }
 
 } // namespace nnsc::rt

@@ -42,6 +42,8 @@ nlohmann::json metaToJson(const CheckpointMeta &m) {
       {"zero", m.zero},
       {"model_name", m.modelName},
       {"shards", shardsToJson(m.shards)}};
+  if (!m.cudaRngState.empty())
+    j["cuda_rng_state"] = toHex(m.cudaRngState);
   if (m.lossScale)
     j["loss_scale"] = {{"scale", m.lossScale->scale},
                        {"clean_steps", m.lossScale->cleanSteps},
@@ -75,6 +77,7 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
     m.baseLr = j.at("lr_schedule").at("base_lr").get<double>();
     m.lastLr = j.at("lr_schedule").at("last_lr").get<double>();
     m.rngState = fromHex(j.at("rng_state").get<std::string>());
+    m.cudaRngState = fromHex(j.value("cuda_rng_state", ""));
     m.configHash = j.at("config_hash").get<std::string>();
     m.rank = jsonIntAt<int>(j, "rank");
     m.worldSize = jsonIntAt<int>(j, "world_size");

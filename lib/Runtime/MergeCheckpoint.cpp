@@ -233,14 +233,16 @@ void addTrainingState(const std::vector<CheckpointMeta> &metas,
   out["nnsc/dp_size"] = i64(m.dpSize);
   out["nnsc/plan_ngpus"] = i64(m.planNgpus);
   out["nnsc/zero"] = i64(m.zero);
-  for (const CheckpointMeta &r : metas) {
-    std::string key = fmt::format("nnsc/rng_state/{}", r.dpRank);
-    if (out.count(key) || r.rngState.empty())
-      continue;
-    at::Tensor bytes =
-        at::empty({int64_t(r.rngState.size())}, at::TensorOptions().dtype(at::kByte));
-    std::memcpy(bytes.data_ptr(), r.rngState.data(), r.rngState.size());
+  auto keep = [&](const std::string &key, const std::string &state) {
+    if (out.count(key) || state.empty())
+      return;
+    at::Tensor bytes = at::empty({int64_t(state.size())}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(bytes.data_ptr(), state.data(), state.size());
     out[key] = bytes;
+  };
+  for (const CheckpointMeta &r : metas) {
+    keep(fmt::format("nnsc/rng_state/{}", r.dpRank), r.rngState);
+    keep(fmt::format("nnsc/cuda_rng_state/{}", r.dpRank), r.cudaRngState);
   }
 }
 

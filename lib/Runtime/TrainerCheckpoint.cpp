@@ -26,6 +26,8 @@ RankState collectState(TrainerState &s, int64_t step, double lr) {
   m.baseLr = s.config.optimizer.lr;
   m.lastLr = lr;
   m.rngState = cpuRngState();
+  if (s.device.is_cuda())
+    m.cudaRngState = generatorState(s.device);
   m.configHash = configHash(s.config);
   m.rank = s.env.rank;
   m.worldSize = s.env.worldSize;
@@ -122,6 +124,9 @@ Status resumeTrainer(TrainerState &s) {
   NNSC_RETURN_IF_ERROR(restoreShards(s, *st, dir));
   NNSC_RETURN_IF_ERROR(loadOptimizerState(s, st->optimizer, dir));
   NNSC_RETURN_IF_ERROR(setCpuRngState(st->meta.rngState, dir));
+  // A checkpoint written on cpu has no device state: cuda then draws anew.
+  if (s.device.is_cuda() && !st->meta.cudaRngState.empty())
+    NNSC_RETURN_IF_ERROR(setGeneratorState(s.device, st->meta.cudaRngState, dir));
   if (s.precision && s.precision->scaler() && st->meta.lossScale)
     s.precision->scaler()->setState(*st->meta.lossScale);
   if (st->meta.configHash != configHash(s.config) && s.isLogger())

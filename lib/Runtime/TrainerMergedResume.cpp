@@ -136,12 +136,18 @@ Status resumeFromMerged(TrainerState &s, const std::string &path) {
       setShardValue(s, i, (*shards)[i]);
   NNSC_RETURN_IF_ERROR(loadOptimizerState(s, *states, optimPath));
   // The generator of this rank's copy, when the merged run had that copy.
-  auto rng = optim->find(fmt::format("nnsc/rng_state/{}", s.layout.dpRank));
-  if (rng != optim->end()) {
+  auto restore = [&](const std::string &key, const c10::Device &device) -> Status {
+    auto rng = optim->find(fmt::format("{}/{}", key, s.layout.dpRank));
+    if (rng == optim->end())
+      return Status::ok();
     at::Tensor bytes = rng->second.contiguous();
-    NNSC_RETURN_IF_ERROR(setCpuRngState(
-        std::string(static_cast<const char *>(bytes.data_ptr()), bytes.nbytes()), optimPath));
-  }
+    return setGeneratorState(
+        device, std::string(static_cast<const char *>(bytes.data_ptr()), bytes.nbytes()),
+        optimPath);
+  };
+  NNSC_RETURN_IF_ERROR(restore("nnsc/rng_state", c10::Device(c10::kCPU)));
+  if (s.device.is_cuda())
+    NNSC_RETURN_IF_ERROR(restore("nnsc/cuda_rng_state", s.device));
   s.startStep = *position;
   s.resumedFrom = path;
   return Status::ok();

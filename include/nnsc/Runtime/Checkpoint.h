@@ -38,7 +38,12 @@ Expected<RankState> readRankCheckpoint(const std::string &dir, int rank);
 /// Reads only rank{r}.json of `dir`.
 Expected<CheckpointMeta> readCheckpointMeta(const std::string &dir, int rank);
 
-/// The default CPU generator's state as bytes, and back.
+/// The state of `device`'s default generator ("cpu", "cuda:1") as bytes,
+/// and back (a refused state is an error naming `from`).
+std::string generatorState(const c10::Device &device);
+Status setGeneratorState(const c10::Device &device, const std::string &bytes,
+                         const std::string &from);
+/// The default CPU generator's.
 std::string cpuRngState();
 Status setCpuRngState(const std::string &bytes, const std::string &from);
 

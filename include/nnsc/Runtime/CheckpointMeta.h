@@ -22,6 +22,8 @@ struct CheckpointMeta {
   std::string lrSchedule;   ///< schedule name
   double baseLr = 0, lastLr = 0;
   std::string rngState; ///< CPU generator state (raw bytes)
+  /// On cuda, the training device's generator too (dropout draws there).
+  std::string cudaRngState;
   std::string configHash;
   int rank = 0, worldSize = 1, dpSize = 1, dpRank = 0, planNgpus = 1;
   int zero = 0; ///< ZeRO stage of the run: 1 stores optimizer states as owned pieces

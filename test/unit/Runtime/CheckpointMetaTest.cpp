@@ -33,6 +33,20 @@ TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
   CHECK(rt::checkpointMetaText(*again) == rt::checkpointMetaText(*meta));
 }
 
+TEST_CASE("checkpoint metadata holds the CUDA generator's state of a run on cuda",
+          "[checkpoint]") {
+  auto meta = rt::parseCheckpointMeta(metaWith("3"), "rank0.json");
+  REQUIRE(meta);
+  CHECK(meta->cudaRngState.empty()); // a checkpoint written on cpu has none
+  CHECK(rt::checkpointMetaText(*meta).find("cuda_rng_state") == std::string::npos);
+  meta->cudaRngState = std::string("\x00\x07\xfe", 3);
+  std::string text = rt::checkpointMetaText(*meta);
+  CHECK(text.find(R"("cuda_rng_state": "0007fe")") != std::string::npos);
+  auto again = rt::parseCheckpointMeta(text, "rank0.json");
+  REQUIRE(again);
+  CHECK(again->cudaRngState == std::string("\x00\x07\xfe", 3));
+}
+
 // Found by fuzz-checkpoint_meta: a step of 2.6e34 was cast to int64 (UB).
 TEST_CASE("checkpoint metadata refuses numbers that are not integers of the field's range",
           "[checkpoint]") {

@@ -208,5 +208,11 @@ TEST_CASE("checkpoint: CPU generator state round trip", "[runtime][checkpoint]")
   at::Tensor a = at::rand({5});
   REQUIRE(setCpuRngState(state, "test").isOk());
   CHECK(at::equal(at::rand({5}), a));
-  CHECK(!setCpuRngState("short", "ckpt").isOk());
+  Status bad = setCpuRngState("short", "ckpt");
+  CHECK_THAT(bad.message(),
+             Catch::Matchers::ContainsSubstring("ckpt: error: bad cpu random-generator state"));
+  // The device-generic pair is the same generator on cpu.
+  REQUIRE(setGeneratorState(c10::Device(c10::kCPU), state, "test").isOk());
+  CHECK(generatorState(c10::Device(c10::kCPU)) == state);
+  CHECK(at::equal(at::rand({5}), a));
 }
