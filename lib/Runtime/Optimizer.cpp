@@ -1,7 +1,9 @@
 #include "nnsc/Runtime/Optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -87,8 +89,109 @@ void Optimizer::sgdStep(const OptimParam &p, Slot &s, double lr) {
   sgdUpdate(config_, p.param, p.param.grad(), s.momentumBuffer, !s.momentumBuffer.defined(), lr);
 }
 
+bool Optimizer::usesForeach() const {
+  if (config_.foreach != "auto")
+    return config_.foreach == "true";
+  return std::any_of(params_.begin(), params_.end(),
+                     [](const OptimParam &p) { return p.param.is_cuda(); });
+}
+
+// torch.optim's _multi_tensor_adam(w) (capturable=False) for one group: the
+// step counts stay on the host, their bias corrections become scalar lists.
+void Optimizer::adamForeach(const std::vector<size_t> &members, double lr, double wd,
+                            bool decoupled) {
+  const double b1 = config_.beta1, b2 = config_.beta2;
+  std::vector<at::Tensor> params, grads, avgs, sqs;
+  std::vector<c10::Scalar> stepSizes, bias2Sqrts;
+  for (size_t k : members) {
+    at::Tensor param = params_[k].param;
+    Slot &s = slots_[k];
+    if (!s.step.defined()) {
+      s.step = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
+      s.expAvg = at::zeros_like(param, at::MemoryFormat::Preserve);
+      s.expAvgSq = at::zeros_like(param, at::MemoryFormat::Preserve);
+    }
+    s.step.add_(1);
+    double step = s.step.item<float>();
+    stepSizes.emplace_back(lr / (1 - std::pow(b1, step)) * -1);
+#if NNSC_TORCH_AT_LEAST(2, 0)
+    bias2Sqrts.emplace_back(std::pow(1 - std::pow(b2, step), 0.5));
+#else
+    bias2Sqrts.emplace_back(std::sqrt(1 - std::pow(b2, step)));
+#endif
+    params.push_back(param);
+    grads.push_back(param.grad());
+    avgs.push_back(s.expAvg);
+    sqs.push_back(s.expAvgSq);
+  }
+  if (decoupled)
+    at::_foreach_mul_(params, 1 - lr * wd);
+  else if (wd != 0)
+    grads = at::_foreach_add(grads, params, wd);
+#if NNSC_TORCH_AT_LEAST(2, 0)
+  at::_foreach_lerp_(avgs, grads, 1 - b1);
+#else
+  at::_foreach_mul_(avgs, b1);
+  at::_foreach_add_(avgs, grads, 1 - b1);
+#endif
+  at::_foreach_mul_(sqs, b2);
+  at::_foreach_addcmul_(sqs, grads, grads, 1 - b2);
+  std::vector<at::Tensor> denom = at::_foreach_sqrt(sqs);
+  at::_foreach_div_(denom, bias2Sqrts);
+  at::_foreach_add_(denom, config_.eps);
+  at::_foreach_addcdiv_(params, avgs, denom, stepSizes);
+}
+
+// torch.optim's _multi_tensor_sgd (no dampening, no nesterov) for one group.
+void Optimizer::sgdForeach(const std::vector<size_t> &members, double lr) {
+  std::vector<at::Tensor> params, grads;
+  for (size_t k : members) {
+    params.push_back(params_[k].param);
+    grads.push_back(params_[k].param.grad());
+  }
+  if (config_.weightDecay != 0)
+    grads = at::_foreach_add(grads, params, config_.weightDecay);
+  if (config_.momentum != 0) {
+    bool started = std::all_of(members.begin(), members.end(),
+                               [&](size_t k) { return slots_[k].momentumBuffer.defined(); });
+    std::vector<at::Tensor> buffers;
+    for (size_t i = 0; i < members.size(); ++i) {
+      at::Tensor &buffer = slots_[members[i]].momentumBuffer;
+      if (!buffer.defined()) {
+        buffer = grads[i].clone().detach();
+      } else if (!started) {
+        buffer.mul_(config_.momentum).add_(grads[i], 1.0);
+      }
+      buffers.push_back(buffer);
+    }
+    if (started) {
+      at::_foreach_mul_(buffers, config_.momentum);
+      at::_foreach_add_(buffers, grads, 1.0);
+    }
+    grads = buffers;
+  }
+  at::_foreach_add_(params, grads, -lr);
+}
+
 void Optimizer::step(double lr) {
   at::NoGradGuard noGrad;
+  if (usesForeach()) {
+    // Groups as torch.optim forms them: device, dtype, and (Adam) weight decay.
+    std::map<std::tuple<std::string, int, bool>, std::vector<size_t>> groups;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const at::Tensor &p = params_[i].param;
+      if (p.grad().defined())
+        groups[{p.device().str(), int(p.scalar_type()), params_[i].decay}].push_back(i);
+    }
+    for (const auto &[key, members] : groups) {
+      if (config_.name == "sgd")
+        sgdForeach(members, lr);
+      else
+        adamForeach(members, lr, std::get<2>(key) ? config_.weightDecay : 0.0,
+                    config_.name == "adamw");
+    }
+    return;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].param.grad().defined())
       continue;

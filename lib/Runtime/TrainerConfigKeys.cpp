@@ -127,6 +127,9 @@ std::vector<KeySpec> buildKeys() {
   k.push_back(floatKey(
       "optimizer.grad_clip", "0.0", 0, [](C & c) -> auto & { return c.optimizer.gradClip; }));
   k.push_back(choiceKey(
+      "optimizer.foreach", "auto", {"auto", "true", "false"},
+      [](C & c) -> auto & { return c.optimizer.foreach; }));
+  k.push_back(choiceKey(
       "lr_schedule.name", "constant", {"constant", "cosine"},
       [](C & c) -> auto & { return c.lrSchedule.name; }));
   k.push_back(intKey(

@@ -4,8 +4,8 @@ optim_reference.py IN.safetensors OUT.safetensors
 
 IN holds p0, p1, ... (initial parameters), g<k>_<i> (gradient of parameter i
 at step k), and metadata: optimizer (adamw|adam|sgd), lr (one per step,
-comma-separated), betas, eps, weight_decay, momentum, max_norm. Runs
-torch.optim with foreach=False (decay only on dims >= 2 for Adam(W), as
+comma-separated), betas, eps, weight_decay, momentum, max_norm, foreach
+(true|false, default false). Runs torch.optim with that foreach (decay only on dims >= 2 for Adam(W), as
 nanoGPT) and clip_grad_norm_, and writes the final parameters, the optimizer
 state (<i>/exp_avg, <i>/exp_avg_sq, <i>/momentum_buffer) and the grad norm of
 each step (norm_<k>) to OUT.
@@ -55,16 +55,17 @@ def main():
         params.append(torch.nn.Parameter(tensors[f"p{i}"]))
         i += 1
     lrs = [float(x) for x in meta["lr"].split(",")]
+    foreach = meta.get("foreach", "false") == "true"
     name, wd = meta["optimizer"], float(meta["weight_decay"])
     if name == "sgd":
         opt = torch.optim.SGD(params, lr=lrs[0], momentum=float(meta["momentum"]),
-                              weight_decay=wd, foreach=False)
+                              weight_decay=wd, foreach=foreach)
     else:
         groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": wd},
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
         betas = tuple(float(x) for x in meta["betas"].split(","))
         cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
-        opt = cls(groups, lr=lrs[0], betas=betas, eps=float(meta["eps"]), foreach=False)
+        opt = cls(groups, lr=lrs[0], betas=betas, eps=float(meta["eps"]), foreach=foreach)
     out = {}
     max_norm = float(meta["max_norm"])
     for k, lr in enumerate(lrs):

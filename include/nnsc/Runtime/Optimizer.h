@@ -12,6 +12,13 @@
 ///          p += -lr*buf
 ///
 /// Shards whose grad is undefined are skipped, as PyTorch skips p.grad None.
+///
+/// With `foreach` the same operations run as multi-tensor ATen ops
+/// (torch._foreach_*) over each group of parameters that share a device, a
+/// dtype and a weight decay, as torch.optim's foreach=True does: a handful of
+/// kernels per group instead of several per tensor. On cpu those ops loop
+/// over the tensors with the single-tensor kernels, so both paths agree bit
+/// for bit there (OptimizerTest checks it).
 
 #include <map>
 #include <memory>
@@ -68,6 +75,9 @@ private:
   };
   void adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled);
   void sgdStep(const OptimParam &p, Slot &s, double lr);
+  bool usesForeach() const;
+  void adamForeach(const std::vector<size_t> &members, double lr, double wd, bool decoupled);
+  void sgdForeach(const std::vector<size_t> &members, double lr);
 
   OptimizerConfig config_;
   std::vector<OptimParam> params_;

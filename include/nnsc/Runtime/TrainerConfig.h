@@ -44,6 +44,10 @@ struct OptimizerConfig {
   double weightDecay = 0.0;
   double momentum = 0.0;
   double gradClip = 0.0; ///< max global L2 norm; 0 = no clipping
+  /// auto | true | false: one multi-tensor (_foreach) update per device,
+  /// dtype and decay group, as torch.optim's foreach=True; auto takes it
+  /// for parameters on cuda, as PyTorch's default does.
+  std::string foreach = "auto";
 };
 
 struct LrScheduleConfig {

@@ -282,3 +282,18 @@ TEST_CASE("config: cpu_bind gives each CPU worker its cores unless told not to",
              Catch::Matchers::ContainsSubstring(
                  "cfg.yaml:12:1: error: 'cpu_bind' must be one of: cores, none"));
 }
+
+TEST_CASE("config: optimizer.foreach is auto unless told, and names its choices",
+          "[runtime][config]") {
+  auto d = parse(kBase);
+  REQUIRE(d.isOk());
+  CHECK(d->optimizer.foreach == "auto");
+  auto on = parse(std::string(kBase) + "  foreach: true\n");
+  REQUIRE(on.isOk());
+  CHECK(on->optimizer.foreach == "true");
+  auto bad = parse(std::string(kBase) + "  foreach: yes-please\n");
+  REQUIRE(!bad.isOk());
+  CHECK_THAT(bad.status().message(),
+             Catch::Matchers::ContainsSubstring(
+                 "cfg.yaml:12:3: error: 'optimizer.foreach' must be one of: auto, true, false"));
+}
