@@ -3,14 +3,25 @@
 //
 // Streams: PyTorch queues kernels on the legacy default stream unless told
 // otherwise, so each operation makes the communicator's own stream wait for
-// an event recorded there, and Work::wait blocks the host until the
-// operation's event completes. The communicator is non-blocking, so init and
-// every wait poll with a deadline and abort the communicator when it passes:
-// a dead peer gives an error, never a hang.
+// an event recorded there, and records its own completion on that stream.
+// Work::wait of a data operation makes the legacy stream wait for that event
+// and returns at once: the kernels that use the result run after it, and the
+// host never waits for a collective inside a step (a host read of a result,
+// .cpu() or .item(), waits for the stream as usual). A barrier's wait blocks
+// the host, since its callers order host actions (files) with it.
+//
+// Failures: the communicator is non-blocking, so init polls with a deadline.
+// A watchdog thread per communicator polls the unfinished operations; one
+// past its deadline, or an asynchronous NCCL error, aborts the communicator
+// (its kernels return, so nothing waits forever, neither the GPU nor a host
+// read behind it) and the failure, naming the operation, is returned by the
+// communicator's next operation and by every wait.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include <ATen/ATen.h>
@@ -59,17 +70,37 @@ Status cudaStatus(cudaError_t e, const char *what) {
   return errorf("{} failed: {}", what, cudaGetErrorString(e));
 }
 
-// The communicator and the stream its operations run on; shared by the
-// backend and its works so a work outlives neither.
+std::string timeoutText(std::chrono::milliseconds timeout) {
+  return fmt::format("timed out after {} ms; a peer died or did not reach the same operation",
+                     timeout.count());
+}
+
+// The completion of one issued operation: its event (destroyed with the last
+// owner, the work or the watchdog), when it is late, and what it was.
+struct Issued {
+  cudaEvent_t done = nullptr;
+  Clock::time_point deadline;
+  std::chrono::milliseconds timeout{0};
+  std::string context;
+  ~Issued() {
+    if (done)
+      cudaEventDestroy(done);
+  }
+};
+
+// The communicator, the stream its operations run on and their watchdog;
+// shared by the backend and its works so a work outlives neither.
 struct NcclComm {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   int device = 0;
   void *barrierBuffer = nullptr;
   bool aborted = false;
+  Status failure; ///< why it was aborted
   std::mutex mutex;
 
   ~NcclComm() {
+    stopWatchdog();
     cudaSetDevice(device);
     if (comm)
       aborted ? ncclCommAbort(comm) : ncclCommDestroy(comm);
@@ -80,7 +111,7 @@ struct NcclComm {
   }
 
   // Polls the communicator until pending work is enqueued (non-blocking
-  // mode), aborting it after `deadline`.
+  // mode), aborting it after `deadline`. Called with `mutex` held.
   Status settle(Clock::time_point deadline, std::chrono::milliseconds timeout) {
     ncclResult_t state = ncclInProgress;
     while (true) {
@@ -88,9 +119,7 @@ struct NcclComm {
       if (state != ncclInProgress)
         break;
       if (Clock::now() > deadline)
-        return abort(fmt::format("timed out after {} ms; a peer died or did not reach the same "
-                                 "operation",
-                                 timeout.count()));
+        return abort(timeoutText(timeout));
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     if (state != ncclSuccess)
@@ -98,68 +127,147 @@ struct NcclComm {
     return Status::ok();
   }
 
+  // Called with `mutex` held. The first failure is the one kept.
   Status abort(const std::string &why) {
-    if (!aborted)
+    if (!aborted) {
       ncclCommAbort(comm);
-    aborted = true;
-    comm = nullptr;
-    return Status::internal(why); // the run's failure, not the input's: exit 2
+      aborted = true;
+      comm = nullptr;
+      failure = Status::internal(why); // the run's failure, not the input's: exit 2
+    }
+    return failure;
   }
+
+  Status check() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return aborted ? failure : Status::ok();
+  }
+
+  void watch(std::shared_ptr<Issued> op) {
+    std::lock_guard<std::mutex> lock(watchMutex_);
+    if (!watchdog_.joinable())
+      watchdog_ = std::thread([this] { watchLoop(); });
+    watched_.push_back(std::move(op));
+  }
+
+private:
+  void stopWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(watchMutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (watchdog_.joinable())
+      watchdog_.join();
+  }
+
+  // Every 2 ms: drops the finished operations; aborts on a late one or an
+  // asynchronous error. Operations finish in issue order on the one stream,
+  // so the oldest unfinished one is the one to time.
+  void watchLoop() {
+    cudaSetDevice(device); // the thread's events and communicator are there
+    std::unique_lock<std::mutex> lock(watchMutex_);
+    while (!stopping_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(2));
+      while (!watched_.empty()) {
+        cudaError_t e = cudaEventQuery(watched_.front()->done);
+        if (e == cudaErrorNotReady)
+          break;
+        watched_.pop_front(); // done, or an error the host will see on its own
+      }
+      if (watched_.empty())
+        continue;
+      const Issued &oldest = *watched_.front();
+      std::string why;
+      {
+        std::lock_guard<std::mutex> commLock(mutex);
+        if (aborted) {
+          watched_.clear(); // its kernels return: nothing left to time
+          continue;
+        }
+        ncclResult_t state = ncclSuccess;
+        ncclCommGetAsyncError(comm, &state);
+        if (state != ncclSuccess && state != ncclInProgress)
+          why = fmt::format("{} ({})", ncclGetErrorString(state), ncclGetLastError(comm));
+        else if (Clock::now() > oldest.deadline)
+          why = timeoutText(oldest.timeout);
+        if (!why.empty())
+          (void)abort(fmt::format("{}: {}", oldest.context, why));
+      }
+      if (!why.empty())
+        watched_.clear();
+    }
+  }
+
+  std::mutex watchMutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Issued>> watched_;
+  std::thread watchdog_;
+  bool stopping_ = false;
 };
 
 class NcclWork : public Work {
 public:
-  NcclWork(std::shared_ptr<NcclComm> comm, cudaEvent_t done, std::string context,
-           std::chrono::milliseconds timeout, std::vector<at::Tensor> keep,
-           std::function<void()> finish)
-      : Work(timeout), comm_(std::move(comm)), done_(done), context_(std::move(context)),
-        keep_(std::move(keep)), finish_(std::move(finish)) {}
-  ~NcclWork() override { cudaEventDestroy(done_); }
+  NcclWork(std::shared_ptr<NcclComm> comm, std::shared_ptr<Issued> issued, bool blocking,
+           std::vector<at::Tensor> keep, std::function<void()> finish)
+      : Work(issued->timeout), comm_(std::move(comm)), issued_(std::move(issued)),
+        blocking_(blocking), keep_(std::move(keep)), finish_(std::move(finish)) {}
+
+  // A work dropped unwaited still orders the legacy stream after it before
+  // its tensors go back to the caching allocator.
+  ~NcclWork() override {
+    if (!finished_ && !keep_.empty())
+      cudaStreamWaitEvent(cudaStreamLegacy, issued_->done, 0);
+  }
 
   Status wait(std::chrono::milliseconds timeout) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!finished_)
-      status_ = poll(timeout).withContext(context_);
+      status_ = (blocking_ ? block(timeout) : order()).withContext(issued_->context);
     finished_ = true;
     keep_.clear();
     return status_;
   }
 
 private:
-  Status poll(std::chrono::milliseconds timeout) {
-    Clock::time_point deadline = Clock::now() + timeout;
-    while (true) {
-      cudaError_t e = cudaEventQuery(done_);
-      if (e == cudaSuccess)
-        break;
-      if (e != cudaErrorNotReady)
-        return cudaStatus(e, "cudaEventQuery");
-      NNSC_RETURN_IF_ERROR(checkAsync(deadline, timeout));
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+  // The kernels queued after this wait on the legacy stream run after the
+  // operation; the result's copies back (finish_) are such kernels.
+  Status order() {
+    NNSC_RETURN_IF_ERROR(comm_->check());
+    NNSC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(comm_->device), "cudaSetDevice"));
+    NNSC_RETURN_IF_ERROR(cudaStatus(cudaStreamWaitEvent(cudaStreamLegacy, issued_->done, 0),
+                                    "cudaStreamWaitEvent"));
     if (finish_)
       finish_();
     return Status::ok();
   }
 
-  Status checkAsync(Clock::time_point deadline, std::chrono::milliseconds timeout) {
-    std::lock_guard<std::mutex> lock(comm_->mutex);
-    if (comm_->aborted)
-      return Status::internal("the communicator was aborted by an earlier failure");
-    ncclResult_t state = ncclSuccess;
-    ncclCommGetAsyncError(comm_->comm, &state);
-    if (state != ncclSuccess && state != ncclInProgress)
-      return comm_->abort(ncclGetErrorString(state));
-    if (Clock::now() > deadline)
-      return comm_->abort(
-          fmt::format("timed out after {} ms; a peer died or did not reach the same operation",
-                      timeout.count()));
+  // The host waits for the operation (the watchdog aborts a late one).
+  Status block(std::chrono::milliseconds timeout) {
+    Clock::time_point deadline = Clock::now() + timeout;
+    while (true) {
+      cudaError_t e = cudaEventQuery(issued_->done);
+      if (e == cudaSuccess)
+        break;
+      if (e != cudaErrorNotReady)
+        return cudaStatus(e, "cudaEventQuery");
+      NNSC_RETURN_IF_ERROR(comm_->check());
+      if (Clock::now() > deadline) {
+        std::lock_guard<std::mutex> lock(comm_->mutex);
+        return comm_->abort(timeoutText(timeout));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    // Finished, unless an abort made its kernels return early.
+    NNSC_RETURN_IF_ERROR(comm_->check());
+    if (finish_)
+      finish_();
     return Status::ok();
   }
 
   std::shared_ptr<NcclComm> comm_;
-  cudaEvent_t done_;
-  std::string context_;
+  std::shared_ptr<Issued> issued_;
+  bool blocking_;
   std::vector<at::Tensor> keep_;
   std::function<void()> finish_;
   std::mutex mutex_;
@@ -318,39 +426,45 @@ protected:
   }
 
   WorkPtr doBarrier() override {
-    return enqueue("barrier", {}, [&](ncclComm_t c, cudaStream_t s) {
-      return ncclAllReduce(comm_->barrierBuffer, comm_->barrierBuffer, 1, ncclFloat32, ncclSum, c,
-                           s);
-    });
+    return enqueue(
+        "barrier", {},
+        [&](ncclComm_t c, cudaStream_t s) {
+          return ncclAllReduce(comm_->barrierBuffer, comm_->barrierBuffer, 1, ncclFloat32,
+                               ncclSum, c, s);
+        },
+        {}, /*blocking=*/true);
   }
 
 private:
   using Calls = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
 
   // Orders the calls after the work queued on the legacy default stream,
-  // issues them as one NCCL group and records their completion.
+  // issues them as one NCCL group, records their completion and hands it to
+  // the watchdog. `blocking`: the work's wait blocks the host (barriers).
   WorkPtr enqueue(const char *op, std::vector<at::Tensor> tensors, const Calls &calls,
-                  std::function<void()> finish = {}) {
+                  std::function<void()> finish = {}, bool blocking = false) {
+    auto issued = std::make_shared<Issued>();
+    issued->timeout = group().timeout;
+    issued->context = context(op);
     Status s = checkCuda(tensors);
-    cudaEvent_t ready = nullptr, done = nullptr;
+    cudaEvent_t ready = nullptr;
     if (s) {
       std::lock_guard<std::mutex> lock(comm_->mutex);
-      s = issue(calls, ready, done);
+      s = issue(calls, ready, issued->done);
     }
     if (ready)
       cudaEventDestroy(ready);
-    if (!s) {
-      if (done)
-        cudaEventDestroy(done);
-      return Work::finished(s.withContext(context(op)));
-    }
-    return std::make_shared<NcclWork>(comm_, done, context(op), group().timeout, std::move(tensors),
+    if (!s)
+      return Work::finished(s.withContext(issued->context));
+    issued->deadline = Clock::now() + issued->timeout;
+    comm_->watch(issued);
+    return std::make_shared<NcclWork>(comm_, std::move(issued), blocking, std::move(tensors),
                                       std::move(finish));
   }
 
   Status issue(const Calls &calls, cudaEvent_t &ready, cudaEvent_t &done) {
     if (comm_->aborted)
-      return Status::internal("the communicator was aborted by an earlier failure");
+      return comm_->failure.withContext("the communicator was aborted by an earlier failure");
     NNSC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(comm_->device), "cudaSetDevice"));
     NNSC_RETURN_IF_ERROR(
         cudaStatus(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate"));
