@@ -2,7 +2,8 @@
 # Tokens/s and MFU of nnsc-run on one device against PyTorch eager on the same
 # nanoGPT config and micro-batch (issue 9's benchmark; run on a GPU machine,
 # never part of CI). Both train with AdamW on synthetic tokens and exclude the
-# first WARMUP steps; fp32, then bf16: nnsc-run with precision.mode bf16 (bf16
+# first WARMUP steps (nnsc-run reads its losses every WARMUP steps, so on cuda
+# the measured steps' times come from reads after the warmup); fp32, then bf16: nnsc-run with precision.mode bf16 (bf16
 # weights and activations, float32 masters), eager with torch.autocast(bf16)
 # as nanoGPT's train.py. Prints each side's tokens/s, the ratio nnsc / eager
 # (goal >= 1.0) and the MFU of each:
@@ -42,7 +43,7 @@ run_dir: $W/run-$1
 device: $DEVICE
 report_memory: "false"
 data: {kind: synthetic, vocab_size: $vocab}
-train: {steps: $((STEPS + WARMUP)), log_every: 1000}
+train: {steps: $((STEPS + WARMUP)), log_every: $((WARMUP > 0 ? WARMUP : 1))}
 optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}
 checkpoint: {every: 0, keep_last: 1}
 precision: {mode: $1}

@@ -285,6 +285,7 @@ private:
     r.tokensPerS = tokensPerStep() / std::max(1e-9, r.stepSeconds);
     int64_t doneHere = r.step - s_.startStep;
     r.etaSeconds = seconds(start_, now) / double(doneHere) * double(r.steps - r.step);
+    r.elapsedSeconds = seconds(start_, now);
     pending_.push_back({r, std::move(values)});
     const bool validation = s_.valData && t.valEvery > 0 && due(r.step, t.valEvery, r.steps);
     const bool checkpoint = due(r.step, s_.config.checkpoint.every, r.steps);
@@ -296,6 +297,7 @@ private:
       if (!v)
         return v.status();
       pending_.back().record.valLoss = *v;
+      pending_.back().record.elapsedSeconds = seconds(start_, Clock::now());
     }
     if (s_.isLogger())
       for (const PendingStep &p : pending_)
@@ -314,9 +316,11 @@ private:
     if (!s_.device.is_cuda())
       return Status::ok();
     double each = seconds(read_, Clock::now()) / double(pending_.size());
+    double elapsed = seconds(start_, read_);
     for (PendingStep &p : pending_) {
       p.record.stepSeconds = each;
       p.record.tokensPerS = tokensPerStep() / std::max(1e-9, each);
+      p.record.elapsedSeconds = elapsed += each;
     }
     return Status::ok();
   }

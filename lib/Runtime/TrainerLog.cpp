@@ -48,7 +48,8 @@ std::string formatMetricsRecord(const StepRecord &r) {
                       {"lr", r.lr},
                       {"grad_norm", r.gradNorm},
                       {"tokens_per_s", r.tokensPerS},
-                      {"step_s", r.stepSeconds}};
+                      {"step_s", r.stepSeconds},
+                      {"elapsed_s", r.elapsedSeconds}};
   if (r.fwdBwdSeconds) {
     j["fwd_bwd_s"] = *r.fwdBwdSeconds;
     j["comm_s"] = r.commSeconds.value_or(0);

@@ -12,6 +12,9 @@ struct StepRecord {
   int64_t steps = 0; ///< train.steps
   double loss = 0, lr = 0, gradNorm = 0, tokensPerS = 0;
   double stepSeconds = 0; ///< wall time of this step alone
+  /// Wall time from the start of this process's training loop to the end of
+  /// this step (its validation included): what time-to-loss comparisons read.
+  double elapsedSeconds = 0;
   double etaSeconds = 0;
   /// Where a CPU step's time went (set on cpu only: on cuda the host runs
   /// ahead of the kernels, so host wall times do not split the step):
@@ -31,7 +34,7 @@ std::string formatProgressLine(const StepRecord &r);
 std::string formatValidationLine(const StepRecord &r);
 
 /// One JSON object: {"step", "loss", "lr", "grad_norm", "tokens_per_s",
-/// "step_s"[, "fwd_bwd_s", "comm_s", "grad_sync_s", "optimizer_s"][, "val_loss"]}.
+/// "step_s", "elapsed_s"[, "fwd_bwd_s", "comm_s", "grad_sync_s", "optimizer_s"][, "val_loss"]}.
 std::string formatMetricsRecord(const StepRecord &r);
 
 /// 11204.3 -> "11,204".
