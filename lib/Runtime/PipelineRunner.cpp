@@ -150,7 +150,8 @@ Status PipelineRunner::forward(TrainerState &s, const proto::PipeStep &st, int64
     setRngForward(step * s.config.train.gradAccumulation + st.micro());
   else
     setRngForward(-1 - step);
-  auto outputs = s.program->run(chunk.spec->function(), std::move(args));
+  auto outputs = s.program->run(chunk.spec->function(), std::move(args),
+                                training ? Program::Mode::Train : Program::Mode::Eval);
   if (!outputs)
     return outputs.status();
   size_t expected = size_t(chunk.spec->send_size()) + (chunk.spec->has_loss() ? 1 : 0);

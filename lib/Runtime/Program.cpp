@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -15,6 +16,8 @@
 #include <torch/csrc/jit/frontend/parser.h>
 #include <torch/csrc/jit/frontend/resolver.h>
 #include <torch/csrc/jit/frontend/sugared_value.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/inliner.h>
 
 #include "nnsc/Runtime/Collectives.h"
 
@@ -185,30 +188,94 @@ void flatten(const c10::IValue &value, std::vector<at::Tensor> &out) {
 }
 
 thread_local const Program *currentProgram = nullptr;
+thread_local Program::Mode currentRunMode = Program::Mode::Train;
 
-// Makes `program` current for the scope of one run().
+// Makes `program` and `mode` current for the scope of one run().
 class CurrentProgram {
 public:
-  explicit CurrentProgram(const Program *program) : outer_(currentProgram) {
+  CurrentProgram(const Program *program, Program::Mode mode)
+      : outer_(currentProgram), outerMode_(currentRunMode) {
     currentProgram = program;
+    currentRunMode = mode;
   }
-  ~CurrentProgram() { currentProgram = outer_; }
+  ~CurrentProgram() {
+    currentProgram = outer_;
+    currentRunMode = outerMode_;
+  }
   CurrentProgram(const CurrentProgram &) = delete;
   CurrentProgram &operator=(const CurrentProgram &) = delete;
 
 private:
   const Program *outer_;
+  Program::Mode outerMode_;
 };
+
+// The operators whose boolean argument at `index` says train mode.
+const std::map<std::string, size_t> &trainFlags() {
+  static const std::map<std::string, size_t> flags = {
+      {"aten::dropout", 2},           {"aten::dropout_", 2},
+      {"aten::feature_dropout", 2},   {"aten::feature_dropout_", 2},
+      {"aten::alpha_dropout", 2},     {"aten::alpha_dropout_", 2},
+      {"aten::feature_alpha_dropout", 2}, {"aten::feature_alpha_dropout_", 2},
+      {"aten::native_dropout", 2},    {"aten::batch_norm", 5},
+      {"aten::native_batch_norm", 5}};
+  return flags;
+}
+
+// Sets every train flag of `block` (and its nested blocks) to False, and
+// drops the writes into the function's arguments: a traced train-mode step
+// writes its buffers back with `p.copy_(...)` (num_batches_tracked += 1),
+// which an eval-mode module does not.
+void setEvalFlags(torch::jit::Graph &graph, torch::jit::Block *block) {
+  std::vector<torch::jit::Node *> writes;
+  for (torch::jit::Node *node : block->nodes()) {
+    for (torch::jit::Block *inner : node->blocks())
+      setEvalFlags(graph, inner);
+    if (node->kind() == c10::Symbol::fromQualString("aten::copy_") &&
+        node->input(0)->node()->kind() == c10::prim::Param)
+      writes.push_back(node);
+    auto flag = trainFlags().find(node->kind().toQualString());
+    if (flag == trainFlags().end() || node->inputs().size() <= flag->second)
+      continue;
+    torch::jit::WithInsertPoint here(node);
+    node->replaceInput(flag->second, graph.insertConstant(false));
+  }
+  for (torch::jit::Node *write : writes) {
+    write->output()->replaceAllUsesWith(write->input(0));
+    write->destroy();
+  }
+}
 
 } // namespace
 
+struct Program::EvalForms {
+  std::mutex mutex;
+  std::map<std::string, torch::jit::Function *> made;
+};
+
 const Program *Program::current() { return currentProgram; }
+
+Program::Mode Program::currentMode() { return currentRunMode; }
+
+torch::jit::Function &Program::evalForm(const std::string &function) const {
+  std::lock_guard<std::mutex> lock(evalForms_->mutex);
+  auto &made = evalForms_->made[function];
+  if (!made) {
+    std::shared_ptr<torch::jit::Graph> graph =
+        torch::jit::toGraphFunction(unit_->get_function(function)).graph()->copy();
+    torch::jit::Inline(*graph);
+    setEvalFlags(*graph, graph->block());
+    made = unit_->create_function(c10::QualifiedName("__nnsc_eval__." + function), graph);
+  }
+  return *made;
+}
 
 Expected<Program> Program::compile(const std::string &source, const std::string &fileName) {
   linkNnscOps();
   Program program;
   program.fileName_ = fileName;
   program.unit_ = std::make_shared<torch::jit::CompilationUnit>();
+  program.evalForms_ = std::make_shared<EvalForms>();
   try {
     torch::jit::Parser parser(std::make_shared<torch::jit::Source>(source, fileName, 1));
     std::vector<torch::jit::Def> defs;
@@ -264,20 +331,22 @@ Status Program::setEntry(const std::string &function) {
   return Status::ok();
 }
 
-Expected<std::vector<at::Tensor>> Program::run(std::vector<c10::IValue> args) const {
+Expected<std::vector<at::Tensor>> Program::run(std::vector<c10::IValue> args, Mode mode) const {
   if (entry_.empty())
     return errorf("{}: error: the program defines {} functions; choose the entry ({})", fileName_,
                   functions_.size(), fmt::join(functions_, ", "));
-  return run(entry_, std::move(args));
+  return run(entry_, std::move(args), mode);
 }
 
 Expected<std::vector<at::Tensor>> Program::run(const std::string &function,
-                                               std::vector<c10::IValue> args) const {
+                                               std::vector<c10::IValue> args, Mode mode) const {
   if (!hasFunction(function))
     return missing(function);
-  CurrentProgram scope(this);
+  CurrentProgram scope(this, mode);
   try {
-    c10::IValue result = unit_->get_function(function)(std::move(args));
+    torch::jit::Function &f =
+        mode == Mode::Eval ? evalForm(function) : unit_->get_function(function);
+    c10::IValue result = f(std::move(args));
     std::vector<at::Tensor> outputs;
     flatten(result, outputs);
     return outputs;

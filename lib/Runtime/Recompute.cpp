@@ -26,7 +26,7 @@ std::vector<at::Tensor> runGroup(const Program &program, const std::string &func
                                  const std::vector<at::Tensor> &inputs, const c10::Device &device) {
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
   args.emplace_back(device);
-  auto outs = program.run(function, std::move(args));
+  auto outs = program.run(function, std::move(args), Program::currentMode());
   TORCH_CHECK(outs.isOk(),
               fmt::format("nnsc.recompute(\"{}\"): {}", function, outs.status().message()));
   return outs.take();

@@ -234,7 +234,7 @@ Expected<double> validate(TrainerState &s) {
       continue;
     }
     setRngForward(-1 - v);
-    auto loss = forwardLoss(s, s.valData->valBatch(s.layout, v));
+    auto loss = forwardLoss(s, s.valData->valBatch(s.layout, v), Program::Mode::Eval);
     if (!loss)
       return loss.status();
     sum.add(s, *loss);

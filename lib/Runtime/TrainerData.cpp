@@ -273,7 +273,8 @@ void setShardValue(TrainerState &s, size_t i, const at::Tensor &value) {
     s.shards[i].copy_(value);
 }
 
-Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> &inputs) {
+Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> &inputs,
+                                 Program::Mode mode) {
   std::vector<c10::IValue> args;
   for (const ArgBinding &b : s.args) {
     if (b.device)
@@ -283,7 +284,7 @@ Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> 
     else
       args.emplace_back(programInput(s, inputs[b.input]));
   }
-  auto outputs = s.program->run(std::move(args));
+  auto outputs = s.program->run(std::move(args), mode);
   if (!outputs)
     return outputs.status();
   int idx = s.manifest.loss_output();

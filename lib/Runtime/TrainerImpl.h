@@ -171,6 +171,7 @@ at::Tensor programInput(const TrainerState &s, const at::Tensor &input);
 
 /// Runs the program on one batch (DataFeed::batch's tensors); returns the
 /// loss output.
-Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> &inputs);
+Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> &inputs,
+                                 Program::Mode mode = Program::Mode::Train);
 
 } // namespace nnsc::rt

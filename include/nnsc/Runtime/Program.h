@@ -24,6 +24,16 @@ namespace nnsc::rt {
 
 class Program {
 public:
+  /// How run() executes a function. Train: as written (the program is
+  /// traced from a model in train mode). Eval: as model.eval() would: every
+  /// dropout (dropout, feature_dropout, alpha_dropout, feature_alpha_dropout,
+  /// native_dropout, in place or not) passes its input through and
+  /// batch_norm normalizes with its running statistics, and the program's
+  /// writes into its arguments (`p.copy_(...)`: the buffer updates of a
+  /// traced train-mode step) are left out, in the function and in
+  /// everything it calls (inlined, and nnsc.recompute's groups).
+  enum class Mode { Train, Eval };
+
   /// Compiles every function in `source`. `fileName` labels messages: a
   /// compile error reads "rank0.py:7: error: undefined value foo" followed by
   /// TorchScript's excerpt of the offending line.
@@ -42,11 +52,12 @@ public:
   /// itself, None as an undefined tensor, a number as a 0-dim tensor. A
   /// failure (shape mismatch, a collective's error) is returned with the file,
   /// the line being executed and the function name.
-  Expected<std::vector<at::Tensor>> run(const std::string &function,
-                                        std::vector<c10::IValue> args) const;
+  Expected<std::vector<at::Tensor>> run(const std::string &function, std::vector<c10::IValue> args,
+                                        Mode mode = Mode::Train) const;
   /// run() of the entry function: the one named by setEntry, else the only
   /// function of the program.
-  Expected<std::vector<at::Tensor>> run(std::vector<c10::IValue> args) const;
+  Expected<std::vector<at::Tensor>> run(std::vector<c10::IValue> args,
+                                        Mode mode = Mode::Train) const;
   /// Chooses the function run(args) calls; an error if it is not defined.
   Status setEntry(const std::string &function);
 
@@ -54,15 +65,22 @@ public:
   /// one), or nullptr: how nnsc.recompute finds the group functions of the
   /// program that calls it.
   static const Program *current();
+  /// The mode of the innermost run() executing on this thread (Train when
+  /// none is).
+  static Mode currentMode();
 
 private:
   Program() = default;
   Status missing(const std::string &function) const;
+  /// The Eval form of `function`, made on first use.
+  torch::jit::Function &evalForm(const std::string &function) const;
 
   std::shared_ptr<torch::jit::CompilationUnit> unit_;
   std::string fileName_;
   std::vector<std::string> functions_;
   std::string entry_;
+  struct EvalForms;
+  std::shared_ptr<EvalForms> evalForms_;
 };
 
 } // namespace nnsc::rt

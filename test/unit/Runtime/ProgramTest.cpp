@@ -174,3 +174,49 @@ TEST_CASE("any registered operator namespace resolves, unknown names stay errors
   CHECK_THAT(unknown.status().message(),
              ContainsSubstring("ns.py:2: error: undefined value nosuchns"));
 }
+
+// Validation runs a program traced in train mode as model.eval() would.
+TEST_CASE("Eval mode: dropout passes through, batch_norm uses its running statistics, no "
+          "buffer writes, in called functions too") {
+  auto program = Program::compile(R"(
+def inner(x: Tensor) -> Tensor:
+    return torch.feature_dropout(x, 0.5, True)
+
+def step(x: Tensor, w: Tensor, b: Tensor, mean: Tensor, var: Tensor, count: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    y = torch.dropout(x, 0.5, True)
+    z = torch.batch_norm(y, w, b, mean, var, True, 0.1, 1e-05, False)
+    count.copy_(torch.add(count, 1))
+    return z, inner(x), torch.native_dropout(x, 0.5, True)[0]
+)",
+                                  "rank0.py");
+  REQUIRE(program.isOk());
+  REQUIRE(program->setEntry("step").isOk());
+  at::manual_seed(0);
+  at::Tensor x = at::rand({64, 4}) + 1;
+  at::Tensor w = at::ones({4}), b = at::zeros({4});
+  at::Tensor mean = at::full({4}, 0.5), var = at::full({4}, 4.0);
+  at::Tensor count = at::zeros({}, at::kLong);
+  auto args = [&] { return std::vector<c10::IValue>{x, w, b, mean, var, count}; };
+
+  auto eval = program->run(args(), Program::Mode::Eval);
+  REQUIRE(eval.isOk());
+  // (x - running mean) / sqrt(running var + eps): no dropout, no batch statistics.
+  CHECK(at::allclose((*eval)[0], (x - 0.5) / std::sqrt(4.0 + 1e-5)));
+  CHECK(at::equal((*eval)[1], x));
+  CHECK(at::equal((*eval)[2], x));
+  CHECK(at::equal(mean, at::full({4}, 0.5)));
+  CHECK(at::equal(var, at::full({4}, 4.0)));
+  CHECK(count.item<int64_t>() == 0);
+
+  auto train = program->run(args());
+  REQUIRE(train.isOk());
+  CHECK_FALSE(at::equal((*train)[1], x)); // dropout zeroed and scaled
+  CHECK_FALSE(at::equal((*train)[2], x));
+  CHECK_FALSE(at::equal(mean, at::full({4}, 0.5))); // running statistics updated
+  CHECK(count.item<int64_t>() == 1);
+  // The eval form is made once and stays: Eval again after Train.
+  auto again = program->run(args(), Program::Mode::Eval);
+  REQUIRE(again.isOk());
+  CHECK(at::equal((*again)[1], x));
+  CHECK(count.item<int64_t>() == 1);
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# nanoGPT's shakespeare_char recipe on one device, nnsc-run against PyTorch eager (issue 9's
+# acceptance run; on a GPU machine, never part of CI). Both train examples/nanogpt's default
+# config (6 layers, 6 heads, 384 wide, block 256, dropout 0.2) on the same character-level
+# data: batch 64, AdamW lr 1e-3 betas (0.9, 0.99) weight decay 0.1, warmup 100 then cosine to
+# 1e-4 at STEPS, clip 1, bf16 (nnsc-run: precision.mode bf16 with float32 masters; eager:
+# torch.autocast), validation of VAL_BATCHES batches in eval mode after every VAL_EVERY steps.
+# Prints each side's validation losses and wall times, the best of each and the ratios
+# nnsc / eager of the time to the best loss and of the whole run; the goal is nnsc's best
+# <= TARGET (1.47) in no more time than eager.
+#   TEXT=data/tinyshakespeare.txt DEVICE=cuda PY=python3 bench/shakespeare_char.sh
+# A CPU smoke run (minutes):
+#   DEVICE=cpu CONFIG=tiny MBS=4 STEPS=20 VAL_EVERY=10 VAL_BATCHES=2 bench/shakespeare_char.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEVICE=${DEVICE:-cuda} CONFIG=${CONFIG:-default} MBS=${MBS:-64} STEPS=${STEPS:-5000}
+VAL_EVERY=${VAL_EVERY:-250} VAL_BATCHES=${VAL_BATCHES:-200} PRECISION=${PRECISION:-bf16}
+TARGET=${TARGET:-1.47}
+TEXT=${TEXT:-../shared/data/tinyshakespeare.txt}
+PY=${PY:-$(command -v python3)}
+[ "$DEVICE" = cpu ] && PY=${PY_CPU:-/usr/bin/python3}
+W=${W:-out/bench/shakespeare_char}
+B=${B:-build/bin}
+[ -f "$TEXT" ] || { echo "shakespeare_char.sh: error: no such text file: $TEXT (set TEXT)" >&2; exit 1; }
+rm -rf "$W" && mkdir -p "$W"
+trap 'echo "shakespeare_char.sh: failed; see $W/*.log" >&2' ERR
+{
+  $B/nnsc-prepare-data "$TEXT" -o "$W/data"
+  "$PY" examples/nanogpt/export.py --config "$CONFIG" --batch "$MBS" --out "$W/model"
+  $B/nnsc-trace "$W/model/model.pt" --inputs "$W/model/inputs.yaml" -o "$W/model" --no-verify
+  $B/nnsc-plan "$W/model/graph.pb" --policy dp --runtime-ngpus 1 -o "$W/plan.pb"
+  $B/nnsc-codegen "$W/model/graph.pb" "$W/plan.pb" -o "$W/prog"
+} > "$W/tools.log" 2>&1
+cat > "$W/cfg.yaml" <<YAML
+program: $W/prog
+run_dir: $W/run
+device: $DEVICE
+report_memory: "false"
+data: {train: $W/data/train.bin, val: $W/data/val.bin}
+train: {steps: $STEPS, log_every: 10, val_every: $VAL_EVERY, val_batches: $VAL_BATCHES}
+optimizer: {name: adamw, lr: 1.0e-3, betas: [0.9, 0.99], weight_decay: 0.1, grad_clip: 1.0}
+lr_schedule: {name: cosine, warmup_steps: 100, decay_steps: $STEPS, min_lr: 1.0e-4}
+checkpoint: {every: 0, keep_last: 1}
+precision: {mode: $PRECISION}
+YAML
+echo "config $CONFIG, batch $MBS, $STEPS steps, validation of $VAL_BATCHES batches every $VAL_EVERY, $PRECISION, 1 $DEVICE device"
+t0=$(date +%s.%N)
+$B/nnsc-run "$W/cfg.yaml" --nproc-per-node 1 > "$W/nnsc.log"
+t1=$(date +%s.%N)
+"$PY" - "$W/run/metrics.jsonl" "$(echo "$t1 - $t0" | bc)" > "$W/nnsc.txt" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    if "val_loss" in r:
+        print(f"nnsc-run step {r['step']} val loss {r['val_loss']:.4f} elapsed {r['elapsed_s']:.2f} s")
+best = min((r for r in rows if "val_loss" in r), key=lambda r: r["val_loss"])
+print(f"nnsc-run best val loss {best['val_loss']:.4f} at step {best['step']} "
+      f"(elapsed {best['elapsed_s']:.2f} s); total {rows[-1]['elapsed_s']:.2f} s "
+      f"(process {float(sys.argv[2]):.2f} s)")
+PY
+"$PY" bench/eager_shakespeare.py --data "$W/data" --config "$CONFIG" --mbs "$MBS" \
+  --steps "$STEPS" --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES" --device "$DEVICE" \
+  --precision "$PRECISION" > "$W/eager.txt"
+cat "$W/nnsc.txt" "$W/eager.txt"
+"$PY" - "$W/nnsc.txt" "$W/eager.txt" "$TARGET" <<'PY'
+import re, sys
+target = float(sys.argv[3])
+def side(path):
+    vals = [(float(v), float(t)) for v, t in
+            re.findall(r"step \d+ val loss ([0-9.]+) elapsed ([0-9.]+) s", open(path).read())]
+    total = float(re.search(r"; total ([0-9.]+) s", open(path).read()).group(1))
+    best = min(vals)
+    reach = next((t for v, t in vals if v <= target), None)
+    return best, reach, total
+(nb, nreach, ntot), (eb, ereach, etot) = side(sys.argv[1]), side(sys.argv[2])
+print(f"time to the best val loss nnsc / eager: {nb[1] / eb[1]:.2f}; whole run nnsc / eager: "
+      f"{ntot / etot:.2f}")
+if nreach is not None and ereach is not None:
+    print(f"time to val loss <= {target}: nnsc {nreach:.2f} s, eager {ereach:.2f} s, "
+          f"nnsc / eager {nreach / ereach:.2f}")
+ok = nreach is not None and (ereach is None or nreach <= ereach)
+print(f"goal (val loss <= {target} in no more time than eager): {'met' if ok else 'not met'}")
+PY
