@@ -20,6 +20,7 @@ if getattr(config, "sanitized", False):
 
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%myops_lib", config.myops_lib))
+config.substitutions.append(("%scripts", os.path.join(config.nnsc_src_root, "scripts")))
 config.substitutions.append(("%examples", os.path.join(config.nnsc_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%models", os.path.join(config.nnsc_src_root, "test", "models")))
