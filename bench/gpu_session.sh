@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Issue 9's checks on a GPU machine, prepared to run in few device calls (the device tool
+# runs commands on a copy of the checkout; no network, no apt there). Each stage prints its
+# time; a failing stage stops the script with its log's tail.
+#   build        scripts/setup.sh against the CUDA torch of the python3 on PATH, into build/
+#                (CUDA, NCCL; no Gloo: a wheel has no Gloo headers)
+#   smoke        the tiny nanoGPT on cuda over NCCL (1 rank) with the foreach AdamW, bf16,
+#                validation and a checkpoint at step 10; resumed from it to step 20 the losses
+#                equal the uninterrupted run's; the merged checkpoint loads into the model
+#   throughput   bench/gpu_vs_eager.sh (nanoGPT gpt2, micro-batch 8): tokens/s, ratio, MFU
+#   shakespeare  bench/shakespeare_char.sh: the 5000-step recipe, time to val loss 1.47
+#                against eager (about 5 minutes: a call of its own)
+#   bench/gpu_session.sh [STAGE...]        (default: build smoke throughput)
+#   TEXT=gpu-data/tinyshakespeare.txt bench/gpu_session.sh shakespeare
+# TEXT: ../shared does not travel to the device machine: copy the corpus into a git-ignored
+# folder of the checkout and name it in the device call's carry.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+W=${W:-out/gpu_session}
+PY=${PY:-$(command -v python3)}
+DEVICE=${DEVICE:-cuda} # cpu: a smoke test of this script off a GPU
+mkdir -p "$W"
+stage() { # name command...: runs it, its output in $W/<name>.log, and prints its time
+  local name=$1 start=$SECONDS
+  shift
+  echo "== $name"
+  set +e
+  (set -e; "$@") > "$W/$name.log" 2>&1
+  local rc=$?
+  set -e
+  if ((rc)); then
+    tail -30 "$W/$name.log"
+    echo "== $name failed after $((SECONDS - start)) s (whole log: $W/$name.log)"
+    exit 1
+  fi
+  echo "== $name done in $((SECONDS - start)) s"
+}
+
+build() {
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
+  command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv
+  scripts/setup.sh
+  grep -E "nnsc: (NCCL backend|CUDA allocator)" build/CMakeCache.txt build/CMakeFiles/CMakeOutput.log 2>/dev/null || true
+}
+
+smoke() {
+  local S=$W/smoke B=build/bin
+  rm -rf "$S" && mkdir -p "$S"
+  "$PY" examples/nanogpt/export.py --config tiny --batch 4 --out "$S/gpt"
+  $B/nnsc-trace "$S/gpt/model.pt" --inputs "$S/gpt/inputs.yaml" -o "$S/gpt"
+  $B/nnsc-plan "$S/gpt/graph.pb" --policy dp --runtime-ngpus 1 -o "$S/plan.pb"
+  $B/nnsc-codegen "$S/gpt/graph.pb" "$S/plan.pb" -o "$S/prog"
+  "$PY" - "$S/tokens.bin" <<'PY'
+import sys, numpy as np
+# A learnable stream: runs of a permutation of the 65 ids, each run's start drawn at random.
+rng = np.random.default_rng(0)
+perm = rng.permutation(65)
+np.concatenate([np.roll(perm, rng.integers(65)) for _ in range(3000)]).astype(np.uint16).tofile(sys.argv[1])
+PY
+  cat > "$S/cfg.yaml" <<YAML
+program: $S/prog
+run_dir: $S/run
+device: $DEVICE
+data: {train: $S/tokens.bin, val: $S/tokens.bin}
+train: {steps: 20, log_every: 5, val_every: 10, val_batches: 4}
+optimizer: {name: adamw, lr: 1.0e-3, weight_decay: 0.1, grad_clip: 1.0, foreach: "true"}
+checkpoint: {every: 10, keep_last: 2}
+precision: {mode: bf16}
+YAML
+  $B/nnsc-run "$S/cfg.yaml" --nproc-per-node 1
+  $B/nnsc-run "$S/cfg.yaml" --nproc-per-node 1 --run_dir="$S/run2" --train.steps=10 > /dev/null
+  $B/nnsc-run "$S/cfg.yaml" --nproc-per-node 1 --run_dir="$S/run2"
+  "$PY" - "$S/run/metrics.jsonl" "$S/run2/metrics.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert [r["step"] for r in a] == list(range(1, 21)), a
+assert a[-1]["loss"] < a[0]["loss"], "the loss did not fall"
+assert [r["loss"] for r in a] == [r["loss"] for r in b], "a resumed run differs"
+print(f"smoke: 20 steps, loss {a[0]['loss']:.4f} -> {a[-1]['loss']:.4f}; resumed run equal")
+PY
+  $B/nnsc-merge-ckpt "$S/run" -o "$S/merged.pt"
+  "$PY" - "$S/merged.pt" <<'PY'
+import sys, torch
+sys.path.insert(0, "examples/nanogpt")
+from model import CONFIGS, GPT
+print("load_state_dict:", GPT(CONFIGS["tiny"]).load_state_dict(torch.load(sys.argv[1])))
+PY
+}
+
+throughput() { DEVICE=$DEVICE PY=$PY bench/gpu_vs_eager.sh; }
+shakespeare() { DEVICE=$DEVICE PY=$PY bench/shakespeare_char.sh; }
+
+(($#)) || set -- build smoke throughput
+for s in "$@"; do
+  case "$s" in
+    build | smoke | throughput | shakespeare) stage "$s" "$s"; [ "$s" = build ] || tail -8 "$W/$s.log" ;;
+    *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, shakespeare)" >&2; exit 2 ;;
+  esac
+done
