@@ -292,6 +292,7 @@ private:
     if (!validation && !checkpoint && !logged(r.step))
       return Status::ok();
     NNSC_RETURN_IF_ERROR(readPending());
+    auto readAt = Clock::now(); // on cuda the steps' kernels are done only now
     if (validation) {
       auto v = validate(s_);
       if (!v)
@@ -301,7 +302,7 @@ private:
     }
     if (s_.isLogger())
       for (const PendingStep &p : pending_)
-        report(p.record, now);
+        report(p.record, readAt);
     pending_.clear();
     Status st = checkpoint ? saveCheckpoint(s_, r.step, r.lr) : Status::ok();
     read_ = Clock::now();
@@ -310,7 +311,7 @@ private:
 
   // The pending steps' values, and on cuda their times: the host ran ahead
   // of the kernels, so each step gets the mean of the interval up to the read
-  // (which waits for them).
+  // (which waits for them), and the time left follows from that.
   Status readPending() {
     NNSC_RETURN_IF_ERROR(readStepValues(s_, pending_));
     if (!s_.device.is_cuda())
@@ -321,6 +322,8 @@ private:
       p.record.stepSeconds = each;
       p.record.tokensPerS = tokensPerStep() / std::max(1e-9, each);
       p.record.elapsedSeconds = elapsed += each;
+      double done = double(p.record.step - s_.startStep);
+      p.record.etaSeconds = elapsed / done * double(p.record.steps - p.record.step);
     }
     return Status::ok();
   }
