@@ -203,6 +203,14 @@ void Optimizer::step(double lr) {
 }
 
 void Optimizer::zeroGrad() {
+  if (usesForeach()) {
+    std::vector<at::Tensor> grads;
+    for (auto &p : params_)
+      if (p.param.grad().defined())
+        grads.push_back(p.param.mutable_grad().detach());
+    at::_foreach_zero_(grads);
+    return;
+  }
   for (auto &p : params_) {
     at::Tensor g = p.param.mutable_grad();
     if (g.defined())
@@ -265,10 +273,13 @@ Expected<at::Tensor> clipGradNorm(const std::vector<at::Tensor> &params,
   std::vector<int> copies;
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].grad().defined()) {
-      grads.push_back(params[i].grad());
-      norms.push_back(l2Norm(grads.back().detach()));
+      grads.push_back(params[i].grad().detach());
+      if (!scope.foreach)
+        norms.push_back(l2Norm(grads.back()));
       copies.push_back(replicas[i] > 0 ? replicas[i] : 1);
     }
+  if (scope.foreach && !grads.empty())
+    norms = at::_foreach_norm(grads, 2);
   at::Tensor total;
   if (!scope.world) {
     total = norms.empty() ? at::zeros({}) : l2Norm(at::stack(norms));
@@ -290,9 +301,15 @@ Expected<at::Tensor> clipGradNorm(const std::vector<at::Tensor> &params,
   }
   if (maxNorm > 0 && !grads.empty()) {
     at::Tensor coef = (total + 1e-6).reciprocal() * maxNorm;
-    coef = at::clamp_max(coef, 1.0);
+    coef = at::clamp_max(coef, 1.0).to(grads[0].device());
+#if NNSC_TORCH_AT_LEAST(2, 1)
+    if (scope.foreach) {
+      at::_foreach_mul_(grads, coef);
+      return total;
+    }
+#endif
     for (auto &g : grads)
-      g.detach().mul_(coef.to(g.device()));
+      g.mul_(coef.to(g.device()));
   }
   return total;
 }

@@ -115,6 +115,7 @@ Expected<at::Tensor> gradientNorm(TrainerState &s) {
   GradNormScope scope;
   scope.dpSize = s.layout.dpSize;
   scope.device = s.device;
+  scope.foreach = s.optimizer->usesForeach();
   if (s.manifest.plan_ngpus() > 1)
     scope.world = &s.comm->world();
   return clipGradNorm(s.trainable, s.trainableReplicas, clip, scope);

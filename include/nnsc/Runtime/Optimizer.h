@@ -68,6 +68,9 @@ public:
   Status loadState(const std::map<std::string, at::Tensor> &state, const std::string &from);
 
   const std::vector<OptimParam> &params() const { return params_; }
+  /// Whether step() and zeroGrad() take the multi-tensor path: config
+  /// foreach true, or auto with parameters on cuda.
+  bool usesForeach() const;
 
 private:
   struct Slot {
@@ -75,7 +78,6 @@ private:
   };
   void adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled);
   void sgdStep(const OptimParam &p, Slot &s, double lr);
-  bool usesForeach() const;
   void adamForeach(const std::vector<size_t> &members, double lr, double wd, bool decoupled);
   void sgdForeach(const std::vector<size_t> &members, double lr);
 
@@ -92,6 +94,11 @@ struct GradNormScope {
   CommBackend *world = nullptr;
   int64_t dpSize = 1;
   at::Device device{at::kCPU}; ///< where the reduction runs when a rank has no gradient
+  /// clip_grad_norm_'s foreach path (PyTorch 2.x takes it on cuda): the
+  /// norms in one _foreach_norm, the scaling in one _foreach_mul_ (2.1+; a
+  /// loop before). Equal to the per-tensor path up to the norm kernels'
+  /// summation order.
+  bool foreach = false;
 };
 
 /// Global L2 norm of the grads of `params` (replicas[i] copies of each in a

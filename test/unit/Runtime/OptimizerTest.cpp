@@ -253,3 +253,43 @@ TEST_CASE("optimizer: state round trip continues identically", "[runtime][optim]
     CHECK(at::equal(a[i].detach(), b[i].detach()));
   CHECK(!oc.loadState({{"nope/exp_avg", at::zeros({1})}}, "ckpt").isOk());
 }
+
+// clip_grad_norm_'s foreach path: the same norm and scaled gradients as the
+// per-tensor one (up to the norm kernels' summation order); and the
+// multi-tensor zeroGrad.
+TEST_CASE("optimizer: foreach clipping and zeroing agree with the per-tensor path",
+          "[runtime][optim]") {
+  std::vector<at::Tensor> a = initialParams(), b = initialParams();
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i].mutable_grad() = gradOf(0, i, a[i]) * 4; // large enough to clip at 1
+    b[i].mutable_grad() = gradOf(0, i, b[i]) * 4;
+  }
+  GradNormScope single, multi;
+  multi.foreach = true;
+  auto na = clipGradNorm(a, {1, 1, 1}, 1.0, single);
+  auto nb = clipGradNorm(b, {1, 1, 1}, 1.0, multi);
+  REQUIRE(na.isOk());
+  REQUIRE(nb.isOk());
+  CHECK(na->item<double>() > 1.0);
+  CHECK(at::allclose(*na, *nb, 1e-6, 0));
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK(at::allclose(a[i].grad(), b[i].grad(), 1e-6, 1e-7));
+  // The clipped gradients have norm 1 (to clip_grad_norm_'s 1e-6).
+  at::Tensor squares = at::zeros({}, at::kDouble);
+  for (const at::Tensor &p : b)
+    squares += p.grad().to(at::kDouble).pow(2).sum();
+  CHECK(std::abs(squares.sqrt().item<double>() - 1.0) < 1e-5);
+
+  OptimizerConfig cfg;
+  cfg.foreach = "true";
+  std::vector<OptimParam> ops;
+  for (size_t i = 0; i < b.size(); ++i)
+    ops.push_back({std::to_string(i), b[i], true});
+  Optimizer opt(cfg, ops);
+  CHECK(opt.usesForeach());
+  at::Tensor kept = b[0].grad();
+  opt.zeroGrad();
+  for (const at::Tensor &p : b)
+    CHECK(at::equal(p.grad(), at::zeros_like(p)));
+  CHECK(b[0].grad().is_same(kept)); // zeroed in place, kept allocated
+}
