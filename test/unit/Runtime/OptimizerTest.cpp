@@ -171,7 +171,8 @@ TEST_CASE("optimizer: foreach AdamW, Adam and SGD equal torch.optim's foreach=Tr
 }
 
 // auto takes the multi-tensor path only on cuda; on cpu it is the
-// single-tensor one, and the two agree bit for bit over a resume.
+// single-tensor one, and the two agree bit for bit over three steps, in one of
+// which a parameter has no gradient.
 TEST_CASE("optimizer: the foreach and single-tensor paths agree bit for bit on cpu",
           "[runtime][optim]") {
   for (const char *name : {"adamw", "sgd"}) {
