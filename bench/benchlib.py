@@ -18,13 +18,13 @@ def sh(cmd, who="bench"):
     return r.stdout + r.stderr
 
 
-def prepare(model, config, d, b, who="bench"):
-    """examples/<model> exported (config, explicit attention) into d/model and traced into
-    d/trace (no self-check); returns the vocabulary size (the first 2-d parameter's rows:
-    the token embedding of both examples)."""
+def prepare(model, config, d, b, who="bench", batch=None):
+    """examples/<model> exported (config, explicit attention, the config's micro-batch or
+    `batch`) into d/model and traced into d/trace (no self-check); returns the vocabulary size
+    (the first 2-d parameter's rows: the token embedding of both examples)."""
     os.makedirs(d, exist_ok=True)
     sh([PY, f"{ROOT}/examples/{model}/export.py", "--config", config, "--attention", "explicit",
-        "--out", f"{d}/model"], who)
+        "--out", f"{d}/model"] + (["--batch", str(batch)] if batch else []), who)
     sh([f"{b}/nnsc-trace", f"{d}/model/model.pt", "--inputs", f"{d}/model/inputs.yaml",
         "-o", f"{d}/trace", "--no-verify"], who)
     import torch

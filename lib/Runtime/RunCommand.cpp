@@ -1,6 +1,13 @@
 #include "nnsc/Runtime/RunCommand.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <ostream>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "nnsc/Runtime/LaunchEnv.h"
 #include "nnsc/Runtime/Launcher.h"
@@ -16,7 +23,33 @@ int fail(const Status &st, std::ostream &err) {
   return static_cast<int>(st.kind());
 }
 
+// Replaces this process with its own command again (its environment as set
+// now); returns only when that fails, after a warning.
+void runAgain(const std::vector<std::string> &args, std::ostream &out, std::ostream &err) {
+  std::string self = selfExecutable();
+  std::vector<std::string> all{self};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char *> pointers;
+  for (std::string &a : all)
+    pointers.push_back(a.data());
+  pointers.push_back(nullptr);
+  out.flush();
+  err.flush();
+  ::execv(self.c_str(), pointers.data());
+  err << fmt::format("nnsc-run: warning: cannot start again with OMP_WAIT_POLICY=PASSIVE ({}); "
+                     "idle OpenMP threads keep spinning",
+                     std::strerror(errno))
+      << std::endl;
+}
+
 } // namespace
+
+bool setPassiveOmpWait(const TrainerConfig &config) {
+  if (config.ompWait != "passive" || std::getenv("OMP_WAIT_POLICY") ||
+      std::getenv("GOMP_SPINCOUNT"))
+    return false;
+  return ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0;
+}
 
 std::vector<std::string> withoutLauncherFlags(const std::vector<std::string> &args,
                                               const std::vector<std::string> &flags) {
@@ -47,14 +80,17 @@ int runCommand(const RunOptions &o, std::ostream &out, std::ostream &err) {
     out << describeConfig(*config);
     return 0;
   }
+  const bool passive = setPassiveOmpWait(*config);
   if (o.nprocPerNode > 0) {
-    LaunchOptions launch;
+    LaunchOptions launch; // its workers inherit the environment
     launch.nprocPerNode = o.nprocPerNode;
     launch.executable = selfExecutable();
     launch.workerArgs = withoutLauncherFlags(o.argv);
     out.flush();
     return runLocalWorkers(launch);
   }
+  if (passive)
+    runAgain(o.argv, out, err); // a worker started without the launcher
   auto env = readLaunchEnv();
   if (!env)
     return fail(env.status(), err);

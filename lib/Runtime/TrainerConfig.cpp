@@ -270,7 +270,7 @@ std::string configHash(const TrainerConfig &c) {
   static const std::set<std::string> kIgnored = {"run_dir",           "threads",
                                                  "backend",           "comm_timeout_s",
                                                  "host_memory",       "gloo_workers",
-                                                 "cpu_bind",
+                                                 "cpu_bind",          "omp_wait",
                                                  "train.steps",       "train.log_every",
                                                  "train.val_every",   "train.val_batches",
                                                  "checkpoint.every",  "checkpoint.keep_last",

@@ -74,6 +74,8 @@ std::vector<KeySpec> buildKeys() {
       [](C & c) -> auto & { return c.glooWorkers; }));
   k.push_back(choiceKey(
       "cpu_bind", "cores", {"cores", "none"}, [](C & c) -> auto & { return c.cpuBind; }));
+  k.push_back(choiceKey(
+      "omp_wait", "passive", {"passive", "active"}, [](C & c) -> auto & { return c.ompWait; }));
   k.push_back(floatKey(
       "comm_timeout_s", "120", 1e-3, [](C & c) -> auto & { return c.commTimeoutS; },
       86400)); // a day; far past it the milliseconds overflow

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "nnsc/Runtime/TrainerConfig.h"
+
 namespace nnsc::rt {
 
 struct RunOptions {
@@ -18,6 +20,14 @@ struct RunOptions {
   bool printConfig = false;           ///< print the resolved config and stop
   std::vector<std::string> argv;      ///< the command line, for the workers
 };
+
+/// Whether idle OpenMP threads should wait passively (config omp_wait
+/// passive) and the environment names no wait policy of its own
+/// (OMP_WAIT_POLICY, GOMP_SPINCOUNT): then OMP_WAIT_POLICY=PASSIVE is set in
+/// this process's environment. libgomp reads it when it loads, before main,
+/// so the workers must start with it: the launcher's inherit it, and a worker
+/// started otherwise (torchrun) runs its own command again with it.
+bool setPassiveOmpWait(const TrainerConfig &config);
 
 /// Runs the command; returns the process exit code (0 ok, 1 bad input,
 /// 2 internal error or a failed worker).

@@ -105,6 +105,9 @@ struct TrainerConfig {
   std::string hostMemory = "keep"; ///< keep | return (HostMemory.h)
   std::string glooWorkers = "batch"; ///< batch | normal (CommOptions::glooBatchWorkers)
   std::string cpuBind = "cores";     ///< cores | none (CpuBinding.h)
+  /// passive | active: how idle OpenMP threads wait (OMP_WAIT_POLICY of the
+  /// workers; passive unless the environment sets a policy: RunCommand.h).
+  std::string ompWait = "passive";
   double commTimeoutS = 120;
   DataConfig data;
   TrainLoopConfig train;

@@ -2,6 +2,9 @@
 // positions, and the batch-size check.
 #include "../CatchCompat.h"
 
+#include <cstdlib>
+
+#include "nnsc/Runtime/RunCommand.h"
 #include "nnsc/Runtime/TrainerConfig.h"
 
 using namespace nnsc;
@@ -87,7 +90,7 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
              Catch::Matchers::StartsWith(
                  "cfg.yaml:2:1: error: unknown key 'progam'; expected one of: "
                  "program, run_dir, seed, threads, device, backend, host_memory, gloo_workers, "
-                 "cpu_bind, comm_timeout_s, "
+                 "cpu_bind, omp_wait, comm_timeout_s, "
                  "data, train, optimizer, lr_schedule, checkpoint, data_parallel, precision, "
                  "report_memory, metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
@@ -296,4 +299,41 @@ TEST_CASE("config: optimizer.foreach is auto unless told, and names its choices"
   CHECK_THAT(bad.status().message(),
              Catch::Matchers::ContainsSubstring(
                  "cfg.yaml:12:3: error: 'optimizer.foreach' must be one of: auto, true, false"));
+}
+
+TEST_CASE("config: omp_wait is passive unless told; the environment's own policy wins",
+          "[runtime][config]") {
+  auto d = parse(kBase);
+  REQUIRE(d.isOk());
+  CHECK(d->ompWait == "passive");
+  auto active = parse(std::string(kBase) + "omp_wait: active\n");
+  REQUIRE(active.isOk());
+  CHECK(active->ompWait == "active");
+  auto bad = parse(std::string(kBase) + "omp_wait: spin\n");
+  REQUIRE(!bad.isOk());
+  CHECK_THAT(bad.status().message(),
+             Catch::Matchers::ContainsSubstring(
+                 "cfg.yaml:12:1: error: 'omp_wait' must be one of: passive, active"));
+
+  // What the workers start with (RunCommand.h): set only where asked and unset.
+  std::string saved = std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "";
+  std::string savedSpin = std::getenv("GOMP_SPINCOUNT") ? std::getenv("GOMP_SPINCOUNT") : "";
+  ::unsetenv("OMP_WAIT_POLICY");
+  ::unsetenv("GOMP_SPINCOUNT");
+  CHECK_FALSE(rt::setPassiveOmpWait(*active));
+  CHECK(std::getenv("OMP_WAIT_POLICY") == nullptr);
+  CHECK(rt::setPassiveOmpWait(*d));
+  CHECK(std::string(std::getenv("OMP_WAIT_POLICY")) == "PASSIVE");
+  ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1); // the user's choice stays
+  CHECK_FALSE(rt::setPassiveOmpWait(*d));
+  CHECK(std::string(std::getenv("OMP_WAIT_POLICY")) == "ACTIVE");
+  ::unsetenv("OMP_WAIT_POLICY");
+  ::setenv("GOMP_SPINCOUNT", "1000", 1);
+  CHECK_FALSE(rt::setPassiveOmpWait(*d));
+  CHECK(std::getenv("OMP_WAIT_POLICY") == nullptr);
+  ::unsetenv("GOMP_SPINCOUNT");
+  if (!saved.empty())
+    ::setenv("OMP_WAIT_POLICY", saved.c_str(), 1);
+  if (!savedSpin.empty())
+    ::setenv("GOMP_SPINCOUNT", savedSpin.c_str(), 1);
 }
