@@ -1,8 +1,10 @@
 """Helpers the Python benches share: running a tool, and a model exported and traced."""
 import argparse
+import json
 import os
 import shutil
 import subprocess
+import statistics
 import sys
 import time
 
@@ -42,6 +44,14 @@ def write_config(path, program, run_dir, vocab, steps):
                 f"train: {{steps: {steps}, log_every: 1000}}\n"
                 "optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}\n"
                 "checkpoint: {every: 0, resume: never}\n")
+
+
+def metrics_medians(run_dir, warmup, keys=("step_s",)):
+    """The median of each of `keys` over nnsc-run's metrics.jsonl in run_dir, the first `warmup`
+    steps left out."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        steps = [json.loads(line) for line in f][warmup:]
+    return {k: statistics.median(s[k] for s in steps) for k in keys}
 
 
 def size_blas_threads(argv):

@@ -10,8 +10,6 @@ the measured steps, the best of --rounds runs, and each step's ratio to the defa
 cores).
 """
 import argparse
-import json
-import statistics
 
 import benchlib
 
@@ -24,9 +22,7 @@ def run(args, d, vocab, program, workers, bind):
     benchlib.write_config(f"{d}/run.yaml", program, run_dir, vocab, args.steps + args.warmup)
     benchlib.sh([f"{args.bin}/nnsc-run", f"{d}/run.yaml", "--nproc-per-node", "2",
                  f"--gloo_workers={workers}", f"--cpu_bind={bind}"], "cpu_workers")
-    with open(f"{run_dir}/metrics.jsonl") as f:
-        steps = [json.loads(line) for line in f][args.warmup:]
-    return {k: statistics.median(s[k] for s in steps) for k in ("step_s", "comm_s", "fwd_bwd_s")}
+    return benchlib.metrics_medians(run_dir, args.warmup, ("step_s", "comm_s", "fwd_bwd_s"))
 
 
 def main():

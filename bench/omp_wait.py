@@ -12,8 +12,6 @@ need the same cores. Prints each setting's median step, the best of --rounds run
 ratio to the default's (passive).
 """
 import argparse
-import json
-import statistics
 
 import benchlib
 
@@ -27,9 +25,7 @@ def run(args, d, vocab, setting):
                           args.steps + args.warmup)
     benchlib.sh([f"{args.bin}/nnsc-run", f"{d}/run.yaml", "--nproc-per-node", "1",
                  f"--threads={args.threads}", f"--omp_wait={setting}"], "omp_wait")
-    with open(f"{run_dir}/metrics.jsonl") as f:
-        steps = [json.loads(line) for line in f][args.warmup:]
-    return statistics.median(s["step_s"] for s in steps)
+    return benchlib.metrics_medians(run_dir, args.warmup)["step_s"]
 
 
 def main():

@@ -11,16 +11,13 @@ The overhead beyond the bubble (sends, receives, the stage imbalance, the
 reducers after the schedule) is measured / ideal - 1. With fewer cores than
 stages the stages share cores and the figure mostly measures that."""
 import argparse
-import json
 import os
-import statistics
 
-from benchlib import ROOT, prepare, sh, write_config
+from benchlib import ROOT, metrics_medians, prepare, sh, write_config
 
 
 def median_step(run_dir, skip=2):
-    rows = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
-    return statistics.median(r["step_s"] for r in rows[skip:])
+    return metrics_medians(run_dir, skip)["step_s"]
 
 
 def train(b, d, name, policy, stages, micro, vocab, steps):

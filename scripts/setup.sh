@@ -14,8 +14,8 @@
 #             DIR/Torch holds TorchConfig.cmake)
 # With any LibTorch but Debian's, Debian's libtorch-dev, python3-torch and libgloo-dev are not
 # installed, and packages that cannot be installed (a machine without network or apt) are
-# named and the build goes on with what is there; the golden tests are left out when LLVM's
-# lit and FileCheck are missing. The system's protobuf, fmt and spdlog headers take
+# named and the build goes on with what is there; without LLVM's lit and FileCheck (which
+# the golden tests need) the tests are not built, the tools are. The system's protobuf, fmt and spdlog headers take
 # precedence over the copies a wheel carries (cmake/NnscSystemFirst.cmake).
 #   NNSC_BUILD_DIR=DIR   build there (default build/)
 #   NNSC_BUILD_TARGETS="T..."  build only these targets

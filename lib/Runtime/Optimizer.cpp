@@ -73,15 +73,22 @@ void sgdUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad,
   param.add_(dp, -lr);
 }
 
-void Optimizer::adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled) {
-  at::Tensor param = p.param;
-  if (!s.step.defined()) { // lazy state, as PyTorch's first step
+// Adam's state of `param`, made at its first step as PyTorch does; then the
+// step count advances. Returns the count after this step.
+double Optimizer::advanceAdam(const at::Tensor &param, Slot &s) {
+  if (!s.step.defined()) {
     s.step = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
     s.expAvg = at::zeros_like(param, at::MemoryFormat::Preserve);
     s.expAvgSq = at::zeros_like(param, at::MemoryFormat::Preserve);
   }
   s.step.add_(1);
-  adamUpdate(config_, param, param.grad(), s.expAvg, s.expAvgSq, s.step.item<float>(), lr,
+  return s.step.item<float>(); // a host tensor: no device sync
+}
+
+void Optimizer::adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled) {
+  at::Tensor param = p.param;
+  double step = advanceAdam(param, s);
+  adamUpdate(config_, param, param.grad(), s.expAvg, s.expAvgSq, step, lr,
              p.decay ? config_.weightDecay : 0.0, decoupled);
 }
 
@@ -106,13 +113,7 @@ void Optimizer::adamForeach(const std::vector<size_t> &members, double lr, doubl
   for (size_t k : members) {
     at::Tensor param = params_[k].param;
     Slot &s = slots_[k];
-    if (!s.step.defined()) {
-      s.step = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
-      s.expAvg = at::zeros_like(param, at::MemoryFormat::Preserve);
-      s.expAvgSq = at::zeros_like(param, at::MemoryFormat::Preserve);
-    }
-    s.step.add_(1);
-    double step = s.step.item<float>();
+    double step = advanceAdam(param, s);
     stepSizes.emplace_back(lr / (1 - std::pow(b1, step)) * -1);
 #if NNSC_TORCH_AT_LEAST(2, 0)
     bias2Sqrts.emplace_back(std::pow(1 - std::pow(b2, step), 0.5));

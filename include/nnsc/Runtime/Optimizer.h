@@ -76,6 +76,7 @@ private:
   struct Slot {
     at::Tensor expAvg, expAvgSq, step, momentumBuffer;
   };
+  static double advanceAdam(const at::Tensor &param, Slot &s);
   void adamStep(const OptimParam &p, Slot &s, double lr, bool decoupled);
   void sgdStep(const OptimParam &p, Slot &s, double lr);
   void adamForeach(const std::vector<size_t> &members, double lr, double wd, bool decoupled);
