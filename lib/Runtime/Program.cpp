@@ -2,6 +2,7 @@
 // turns its exceptions into located errors.
 #include "nnsc/Runtime/Program.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -246,6 +247,60 @@ void setEvalFlags(torch::jit::Graph &graph, torch::jit::Block *block) {
   }
 }
 
+// The loss operators of LossRules.cpp: computed in float32 under mixed precision.
+bool isLossOp(const torch::jit::Node *node) {
+  static const std::set<std::string> ops = {
+      "aten::cross_entropy_loss", "aten::nll_loss",  "aten::nll_loss_nd",
+      "aten::nll_loss2d",         "aten::nll_loss_forward", "aten::mse_loss",
+      "aten::l1_loss",            "aten::smooth_l1_loss",   "aten::huber_loss",
+      "aten::binary_cross_entropy", "aten::binary_cross_entropy_with_logits",
+      "aten::soft_margin_loss",   "aten::kl_div"};
+  return ops.count(node->kind().toQualString()) > 0;
+}
+
+// A log_softmax that only feeds losses (log_softmax + nll_loss).
+bool isLossLogSoftmax(const torch::jit::Node *node) {
+  std::string kind = node->kind().toQualString();
+  if (kind != "aten::log_softmax" && kind != "aten::_log_softmax")
+    return false;
+  const auto &uses = node->output()->uses();
+  return !uses.empty() && std::all_of(uses.begin(), uses.end(), [](const torch::jit::Use &u) {
+    return isLossOp(u.user);
+  });
+}
+
+const c10::Symbol &toFullPrecision() {
+  static const c10::Symbol op = c10::Symbol::fromQualString("aten::_autocast_to_full_precision");
+  return op;
+}
+
+// Passes every tensor input of the loss operators in `block` (and its nested
+// blocks) through _autocast_to_full_precision(x, cuda_enabled=True,
+// cpu_enabled=True); returns how many operators it changed.
+int upcastLosses(torch::jit::Graph &graph, torch::jit::Block *block) {
+  int changed = 0;
+  for (torch::jit::Node *node : block->nodes()) {
+    for (torch::jit::Block *inner : node->blocks())
+      changed += upcastLosses(graph, inner);
+    if (!isLossOp(node) && !isLossLogSoftmax(node))
+      continue;
+    bool any = false;
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      torch::jit::Value *in = node->input(i);
+      if (!in->type()->cast<c10::TensorType>() || in->node()->kind() == toFullPrecision())
+        continue;
+      torch::jit::WithInsertPoint here(node);
+      torch::jit::Value *yes = graph.insertConstant(true);
+      torch::jit::Node *up = graph.insertNode(graph.create(toFullPrecision(), {in, yes, yes}));
+      up->output()->setType(in->type());
+      node->replaceInput(i, up->output());
+      any = true;
+    }
+    changed += any;
+  }
+  return changed;
+}
+
 } // namespace
 
 struct Program::EvalForms {
@@ -268,6 +323,16 @@ torch::jit::Function &Program::evalForm(const std::string &function) const {
     made = unit_->create_function(c10::QualifiedName("__nnsc_eval__." + function), graph);
   }
   return *made;
+}
+
+int Program::computeLossesInFloat32() {
+  int changed = 0;
+  for (const std::string &name : functions_) {
+    std::shared_ptr<torch::jit::Graph> graph =
+        torch::jit::toGraphFunction(unit_->get_function(name)).graph();
+    changed += upcastLosses(*graph, graph->block());
+  }
+  return changed;
 }
 
 Expected<Program> Program::compile(const std::string &source, const std::string &fileName) {

@@ -398,9 +398,10 @@ void printBanner(const TrainerState &s, std::ostream &out) {
         s.precision->scaler()
             ? fmt::format(", dynamic loss scale from {:g}", s.precision->lossScale())
             : "";
-    out << fmt::format("nnsc-run: mixed precision {}: {} weights and activations, float32 "
-                       "masters and optimizer states, gradients reduced in {}{}",
-                       p.mode, p.mode, p.gradReduceDtype, scale)
+    out << fmt::format("nnsc-run: mixed precision {}: {} weights and activations, loss "
+                       "operators in {}, float32 masters and optimizer states, gradients "
+                       "reduced in {}{}",
+                       p.mode, p.mode, p.lossDtype, p.gradReduceDtype, scale)
         << std::endl;
   }
   if (!s.resumedFrom.empty())

@@ -159,15 +159,18 @@ std::string joined(const ConfigValue &v) {
   return out + "]";
 }
 
-// Gradients are reduced in float32 or in the training dtype itself.
+// Gradients are reduced, and losses computed, in float32 or in the training
+// dtype itself.
 template <typename Err> Status checkPrecision(const TrainerConfig &c, Err err) {
   const PrecisionConfig &p = c.precision;
-  if (p.gradReduceDtype != "fp32" && p.gradReduceDtype != p.mode)
-    return err("precision.grad_reduce_dtype",
-               fmt::format("precision.grad_reduce_dtype '{}' needs precision.mode '{}' (mode is "
-                           "'{}'); expected 'fp32'{}",
-                           p.gradReduceDtype, p.gradReduceDtype, p.mode,
-                           p.mode == "fp32" ? "" : fmt::format(" or '{}'", p.mode)));
+  for (const auto &[key, dtype] : {std::pair{"grad_reduce_dtype", &p.gradReduceDtype},
+                                   std::pair{"loss_dtype", &p.lossDtype}})
+    if (*dtype != "fp32" && *dtype != p.mode)
+      return err(fmt::format("precision.{}", key),
+                 fmt::format("precision.{} '{}' needs precision.mode '{}' (mode is '{}'); "
+                             "expected 'fp32'{}",
+                             key, *dtype, *dtype, p.mode,
+                             p.mode == "fp32" ? "" : fmt::format(" or '{}'", p.mode)));
   if (p.lossScale.backoffFactor >= 1)
     return err("precision.loss_scale.backoff_factor",
                fmt::format("precision.loss_scale.backoff_factor must be below 1; got {}",

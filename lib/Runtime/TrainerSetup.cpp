@@ -137,6 +137,9 @@ Status compileProgram(TrainerState &s) {
   if (!program)
     return program.status();
   s.program.emplace(program.take());
+  const PrecisionConfig &precision = s.config.precision;
+  if (precision.mode != "fp32" && precision.lossDtype == "fp32")
+    s.program->computeLossesInFloat32();
   return bindArguments(s, path);
 }
 

@@ -35,7 +35,9 @@ Semantics mirrored from docs/trainer-config.md:
   Gloo does, per element in float) and rounded to it again, then divided by the
   copy count. fp16 multiplies each backward's loss by the dynamic loss scale
   (loss * scale / accum), divides the masters' gradients by it, and skips the
-  step (no update, scale backed off) when any is not finite. This mirrors
+  step (no update, scale backed off) when any is not finite. With loss_dtype
+  fp32 (the default) the loss operators take float32 inputs
+  (compute_losses_in_float32, nnsc's Program::computeLossesInFloat32). This mirrors
   nnsc's order of operations, so a data-parallel run matches it to the last
   bit of the masters' arithmetic.
 """
@@ -257,6 +259,48 @@ class MixedPrecision:
                 else v.to(self.dtypes[k]) for k, v in model.state_dict().items()}
 
 
+LOSS_OPS = {"aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d",
+            "aten::nll_loss_forward", "aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss",
+            "aten::huber_loss", "aten::binary_cross_entropy",
+            "aten::binary_cross_entropy_with_logits", "aten::soft_margin_loss", "aten::kl_div"}
+
+
+def compute_losses_in_float32(model):
+    """precision.loss_dtype fp32, as nnsc's Program::computeLossesInFloat32: every tensor input
+    of a loss operator, and of a log_softmax that feeds only losses, goes through
+    aten::_autocast_to_full_precision (bf16/fp16 -> float32, anything else as is)."""
+    graph = model.graph
+    torch._C._jit_pass_inline(graph)
+    upcast = "aten::_autocast_to_full_precision"
+
+    def loss_input(node):
+        if node.kind() in LOSS_OPS:
+            return True
+        uses = node.output().uses() if node.outputsSize() == 1 else []
+        return (node.kind() in ("aten::log_softmax", "aten::_log_softmax") and uses
+                and all(u.user.kind() in LOSS_OPS for u in uses))
+
+    def rewrite(block):
+        changed = 0
+        for node in list(block.nodes()):
+            for inner in node.blocks():
+                changed += rewrite(inner)
+            if not loss_input(node):
+                continue
+            for i, value in enumerate(list(node.inputs())):
+                if value.type().kind() != "TensorType" or value.node().kind() == upcast:
+                    continue
+                with graph.insert_point_guard(node):
+                    yes = graph.insertConstant(True)
+                    up = graph.insertNode(graph.create(upcast, [value, yes, yes]))
+                    up.output().setType(value.type())
+                node.replaceInput(i, up.output())
+            changed += 1
+        return changed
+
+    return rewrite(graph.block())
+
+
 def train_mixed(args, model, mp, optimizer, make_batch, accum, mbs, log, opt, sched, steps):
     """The training loop under precision.mode bf16 | fp16 (no buffer-writing models)."""
     for step in range(steps):
@@ -331,6 +375,8 @@ def main():
         # so the recipe is compared with the same plain executor.
         torch._C._set_graph_executor_optimize(False)
         mp = MixedPrecision(model, precision)
+        if precision.get("loss_dtype", "fp32") == "fp32":
+            compute_losses_in_float32(model)
     optimizer = make_optimizer(model, opt, mp.masters if mp else None)
     specs = yaml.safe_load(open(args.inputs))["inputs"] if args.inputs else []
     shape = specs[0]["shape"] if specs else [0, 0]

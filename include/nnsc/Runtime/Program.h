@@ -61,6 +61,16 @@ public:
   /// Chooses the function run(args) calls; an error if it is not defined.
   Status setEntry(const std::string &function);
 
+  /// Mixed precision's float32 losses (docs/trainer-config.md, as Megatron's
+  /// `logits.float()` before its cross-entropy and autocast's float32 ops):
+  /// every tensor input of a loss operator (cross_entropy_loss, the nll_loss
+  /// family, mse/l1/smooth_l1/huber, binary_cross_entropy (with logits),
+  /// soft_margin, kl_div), and of a log_softmax whose every use is one, is
+  /// passed through aten::_autocast_to_full_precision: a bf16 or fp16 tensor
+  /// becomes float32 (and its gradient flows back in its own dtype), any
+  /// other tensor is itself. Rewrites every function in place; call it before
+  /// the first run. Returns how many operators now compute in float32.
+  int computeLossesInFloat32();
   /// The program whose run() is executing on this thread (the innermost
   /// one), or nullptr: how nnsc.recompute finds the group functions of the
   /// program that calls it.

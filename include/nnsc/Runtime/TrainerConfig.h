@@ -90,6 +90,7 @@ struct LossScaleConfig {
 struct PrecisionConfig {
   std::string mode = "fp32";            ///< fp32 | bf16 | fp16
   std::string gradReduceDtype = "fp32"; ///< fp32 | bf16 | fp16 (the mode's dtype)
+  std::string lossDtype = "fp32";       ///< loss operators: fp32 | the mode's dtype
   LossScaleConfig lossScale;            ///< fp16 only
 };
 

@@ -220,3 +220,54 @@ def step(x: Tensor, w: Tensor, b: Tensor, mean: Tensor, var: Tensor, count: Tens
   CHECK(at::equal((*again)[1], x));
   CHECK(count.item<int64_t>() == 1);
 }
+
+TEST_CASE("computeLossesInFloat32: loss operators (and a log_softmax feeding only losses) take "
+          "float32 inputs, gradients flow back in bf16") {
+  auto program = Program::compile(R"(
+def loss_of(h: Tensor, y: Tensor) -> Tensor:
+    return torch.cross_entropy_loss(h, y, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0)
+
+def step(x: Tensor, w: Tensor, y: Tensor, t: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    h = torch.linear(x, w)
+    a = loss_of(h, y)
+    b = torch.nll_loss(torch.log_softmax(h, 1), y)
+    s = torch.log_softmax(h, 1)
+    c = torch.nll_loss(s, y)
+    d = torch.mse_loss(h, t)
+    return a, b, c, d, s * 2.0
+)",
+                                  "rank0.py");
+  REQUIRE(program.isOk());
+  REQUIRE(program->setEntry("step").isOk());
+  // cross_entropy, both nll_loss, mse_loss and the first log_softmax; not the
+  // second, whose output also feeds `s * 2.0`.
+  CHECK(program->computeLossesInFloat32() == 5);
+  CHECK(program->computeLossesInFloat32() == 0); // already rewritten
+
+  at::manual_seed(0);
+  at::Tensor x = at::randn({8, 6}).to(at::kBFloat16).requires_grad_(true);
+  at::Tensor w = at::randn({5, 6}).to(at::kBFloat16);
+  at::Tensor y = at::randint(0, 5, {8});
+  at::Tensor t = at::randn({8, 5}).to(at::kBFloat16);
+  auto out = program->run({x, w, y, t});
+  REQUIRE(out.isOk());
+  const std::vector<at::Tensor> &o = *out;
+  for (size_t i = 0; i < 4; ++i)
+    CHECK(o[i].scalar_type() == at::kFloat);
+  CHECK(o[4].scalar_type() == at::kBFloat16);
+
+  at::Tensor x2 = x.detach().clone().requires_grad_(true);
+  at::Tensor h = at::linear(x2, w);
+  at::Tensor hf = h.to(at::kFloat);
+  at::Tensor a = at::cross_entropy_loss(hf, y);
+  CHECK(at::equal(o[0], a));
+  CHECK(at::equal(o[1], at::nll_loss(at::log_softmax(hf, 1), y)));
+  CHECK(at::equal(o[2], at::nll_loss(at::log_softmax(h, 1).to(at::kFloat), y)));
+  CHECK(at::equal(o[3], at::mse_loss(hf, t.to(at::kFloat))));
+
+  o[0].backward();
+  a.backward();
+  REQUIRE(x.grad().defined());
+  CHECK(x.grad().scalar_type() == at::kBFloat16);
+  CHECK(at::equal(x.grad(), x2.grad()));
+}
