@@ -17,7 +17,8 @@ at::ScalarType precisionDtype(const std::string &name) {
 MixedPrecision::MixedPrecision(const PrecisionConfig &config, std::vector<at::Tensor> &shards,
                                const std::vector<bool> &trainable)
     : config_(config), compute_(precisionDtype(config.mode)),
-      reduce_(precisionDtype(config.gradReduceDtype)), masters_(shards.size()) {
+      reduce_(precisionDtype(config.gradReduceDtype)), masters_(shards.size()),
+      released_(shards.size(), false) {
   at::NoGradGuard noGrad;
   for (size_t i = 0; i < shards.size(); ++i) {
     at::Tensor &t = shards[i];
@@ -36,14 +37,36 @@ MixedPrecision::MixedPrecision(const PrecisionConfig &config, std::vector<at::Te
 }
 
 at::Tensor MixedPrecision::fullPrecision(size_t i) const {
+  if (released_[i])
+    return at::Tensor();
   if (masters_[i].defined())
     return masters_[i];
   return shards_[i].detach().to(original_[i]);
 }
 
+at::ScalarType MixedPrecision::fullDtype(size_t i) const {
+  return masters_[i].defined() ? at::kFloat : original_[i];
+}
+
+void MixedPrecision::releaseMaster(size_t i) {
+  at::NoGradGuard noGrad;
+  if (!masters_[i].defined() || released_[i])
+    return;
+  masters_[i].set_(); // no elements; the same tensor, so the reducer's holder too
+  released_[i] = true;
+}
+
+int64_t MixedPrecision::masterBytes() const {
+  int64_t bytes = 0;
+  for (const at::Tensor &m : masters_)
+    if (m.defined())
+      bytes += int64_t(m.nbytes());
+  return bytes;
+}
+
 void MixedPrecision::restore(size_t i, const at::Tensor &value) {
   at::NoGradGuard noGrad;
-  if (masters_[i].defined()) {
+  if (masters_[i].defined() && !released_[i]) {
     masters_[i].copy_(value);
     shards_[i].copy_(masters_[i]);
     return;
@@ -98,7 +121,7 @@ void MixedPrecision::updateScale(bool overflow) {
 void MixedPrecision::copyMastersToShards() {
   at::NoGradGuard noGrad;
   for (size_t i = 0; i < shards_.size(); ++i)
-    if (masters_[i].defined())
+    if (masters_[i].defined() && !released_[i])
       shards_[i].copy_(masters_[i]);
 }
 

@@ -165,23 +165,26 @@ Status Reducer::waitBucket(size_t i, const char *what) {
                        st.kind());
 }
 
-Status Reducer::gatherParams() {
+Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
+                             const std::vector<at::Tensor> &into) {
   at::NoGradGuard noGrad;
-  // Mixed precision: the float32 masters travel (every rank keeps them whole)
-  // and are rounded into the parameters afterwards.
-  const std::vector<at::Tensor> &source = mainGrads_.empty() ? params_ : mainGrads_;
+  const std::vector<at::Tensor> &target = into.empty() ? params_ : into;
   std::vector<at::Tensor> gathered(buckets_.size());
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];
-    at::ScalarType dtype = source[b.members[0]].scalar_type();
+    at::ScalarType dtype =
+        owned.empty() ? params_[b.members[0]].scalar_type() : owned[i].scalar_type();
     gathered[i] = b.flat.scalar_type() == dtype
                       ? b.flat
                       : at::empty({b.zero.padded}, b.flat.options().dtype(dtype));
     at::Tensor own = gathered[i].narrow(0, b.zero.shardBegin, b.zero.shardNumel);
-    for (const ZeroPiece &p : b.zero.pieces)
-      own.narrow(0, p.shardOffset, p.length)
-          .copy_(source[b.members[p.member]].detach().reshape({-1}).narrow(0, p.paramOffset,
-                                                                           p.length));
+    if (!owned.empty())
+      own.copy_(owned[i]);
+    else
+      for (const ZeroPiece &p : b.zero.pieces)
+        own.narrow(0, p.shardOffset, p.length)
+            .copy_(params_[b.members[p.member]].detach().reshape({-1}).narrow(
+                0, p.paramOffset, p.length));
     std::vector<at::Tensor> outputs = gathered[i].split(b.zero.shardNumel);
     b.work = group_->allGather(own, outputs);
   }
@@ -189,10 +192,8 @@ Status Reducer::gatherParams() {
     NNSC_RETURN_IF_ERROR(waitBucket(i, "parameter all-gather"));
     Bucket &b = buckets_[i];
     for (size_t j = 0; j < b.members.size(); ++j) {
-      at::Tensor p = source[b.members[j]].detach();
+      at::Tensor p = target[b.members[j]].detach();
       p.copy_(gathered[i].narrow(0, b.offsets[j], p.numel()).view(p.sizes()));
-      if (!mainGrads_.empty())
-        params_[b.members[j]].detach().copy_(p);
     }
     b.work.reset();
   }

@@ -378,8 +378,9 @@ private:
 
 void printBanner(const TrainerState &s, std::ostream &out) {
   int64_t params = 0;
-  for (const auto &t : s.trainable)
-    params += t.numel();
+  for (size_t i = 0; i < s.shards.size(); ++i)
+    if (s.shardInfo[i].trainable)
+      params += s.shards[i].numel();
   out << fmt::format("nnsc-run: {} ranks ({} data-parallel x {} per copy), model {}, {} "
                      "trainable elements on rank 0, {} backend",
                      s.env.worldSize, s.layout.dpSize,

@@ -17,7 +17,7 @@ Status barrier(TrainerState &s, const char *what) {
   return st.isOk() ? st : st.withContext(fmt::format("checkpoint barrier ({})", what));
 }
 
-RankState collectState(TrainerState &s, int64_t step, double lr) {
+Expected<RankState> collectState(TrainerState &s, int64_t step, double lr) {
   RankState st;
   CheckpointMeta &m = st.meta;
   m.step = step;
@@ -37,8 +37,11 @@ RankState collectState(TrainerState &s, int64_t step, double lr) {
   m.modelName = s.manifest.model_name();
   m.zero = s.zero.empty() ? 0 : s.manifest.zero();
   m.shards = s.shardInfo;
+  auto values = shardValues(s); // float32 masters
+  if (!values)
+    return values.status();
   for (size_t i = 0; i < s.shards.size(); ++i)
-    st.shards[s.shardInfo[i].localName] = shardValue(s, i); // float32 masters
+    st.shards[s.shardInfo[i].localName] = (*values)[i];
   if (s.precision && s.precision->scaler())
     m.lossScale = s.precision->scaler()->state();
   st.optimizer = optimizerState(s);
@@ -105,6 +108,8 @@ int64_t optimizerStateBytes(const TrainerState &s) {
     bytes += int64_t(t.nbytes());
   for (const auto &z : s.zero)
     bytes += z->stateBytes();
+  if (s.precision)
+    bytes += s.precision->masterBytes();
   return bytes;
 }
 
@@ -150,7 +155,10 @@ Status saveCheckpoint(TrainerState &s, int64_t step, double lr) {
   NNSC_RETURN_IF_ERROR(syncBuffersForCheckpoint(s));
   NNSC_RETURN_IF_ERROR(barrier(s, "before writing"));
   NNSC_RETURN_IF_ERROR(makeDirs(dir));
-  NNSC_RETURN_IF_ERROR(writeRankCheckpoint(dir, s.env.rank, collectState(s, step, lr)));
+  auto state = collectState(s, step, lr);
+  if (!state)
+    return state.status();
+  NNSC_RETURN_IF_ERROR(writeRankCheckpoint(dir, s.env.rank, *state));
   NNSC_RETURN_IF_ERROR(barrier(s, "after writing"));
   if (!s.isLogger())
     return Status::ok();

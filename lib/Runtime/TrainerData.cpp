@@ -265,12 +265,37 @@ at::Tensor shardValue(const TrainerState &s, size_t i) {
   return s.precision ? s.precision->fullPrecision(i) : s.shards[i];
 }
 
+at::ScalarType shardDtype(const TrainerState &s, size_t i) {
+  return s.precision ? s.precision->fullDtype(i) : s.shards[i].scalar_type();
+}
+
+Expected<std::vector<at::Tensor>> shardValues(TrainerState &s) {
+  std::map<std::string, at::Tensor> gathered;
+  for (const auto &z : s.zero) {
+    auto masters = z->gatherMasters(); // ZeRO under mixed precision: sharded masters
+    if (!masters)
+      return masters.status().withContext("gathering the float32 masters for a checkpoint");
+    gathered.merge(*masters);
+  }
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < s.shards.size(); ++i) {
+    auto it = gathered.find(s.shardInfo[i].localName);
+    out.push_back(it != gathered.end() ? it->second : shardValue(s, i));
+  }
+  return out;
+}
+
 void setShardValue(TrainerState &s, size_t i, const at::Tensor &value) {
   at::NoGradGuard noGrad;
-  if (s.precision)
-    s.precision->restore(i, value);
-  else
+  if (!s.precision) {
     s.shards[i].copy_(value);
+    return;
+  }
+  s.precision->restore(i, value);
+  if (s.precision->released(i))
+    for (const auto &z : s.zero)
+      if (z->has(s.shardInfo[i].localName))
+        z->loadMaster(s.shardInfo[i].localName, value.to(at::kFloat));
 }
 
 Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> &inputs,

@@ -161,8 +161,15 @@ at::Tensor lossForBackward(const TrainerState &s, const at::Tensor &loss);
 
 /// Shard `i` as optimizers and checkpoints see it: its float32 master under
 /// mixed precision (or the shard in its original dtype), else the shard.
+/// Undefined for a master a ZeRO optimizer shards (shardValues has it).
 at::Tensor shardValue(const TrainerState &s, size_t i);
-/// Sets shard `i` (and its master) to `value`, without recording grad.
+/// The dtype of shardValue(s, i).
+at::ScalarType shardDtype(const TrainerState &s, size_t i);
+/// shardValue of every shard, the masters ZeRO shards gathered whole (every
+/// rank of their groups calls it together): what a checkpoint holds.
+Expected<std::vector<at::Tensor>> shardValues(TrainerState &s);
+/// Sets shard `i` (and its master, or this rank's ranges of it under ZeRO)
+/// to `value`, without recording grad.
 void setShardValue(TrainerState &s, size_t i, const at::Tensor &value);
 
 /// A fed input as the program takes it: on the device, floating inputs in

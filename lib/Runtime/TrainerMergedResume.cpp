@@ -69,7 +69,7 @@ Expected<std::vector<at::Tensor>> cutShards(const TrainerState &s, const TensorM
     auto full = wholeTensor(weights, path, info, "", info.localName);
     if (!full)
       return full.status();
-    at::ScalarType own = shardValue(s, i).scalar_type();
+    at::ScalarType own = shardDtype(s, i);
     if (full->scalar_type() != own)
       return errorf("{}: error: tensor '{}' is {} in the merged checkpoint; the model's is {}",
                     path, info.originalName, c10::toString(full->scalar_type()),

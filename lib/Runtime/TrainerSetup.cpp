@@ -237,6 +237,11 @@ void buildOptimizer(TrainerState &s) {
       byName.erase(n);
     }
     s.zero.push_back(std::make_unique<ZeroOptimizer>(s.config.optimizer, *r, std::move(mine)));
+    // Mixed precision: the optimizer took this rank's ranges of the masters.
+    if (s.zero.back()->shardsMasters())
+      for (size_t i = 0; i < s.shardInfo.size(); ++i)
+        if (s.zero.back()->has(s.shardInfo[i].localName))
+          s.precision->releaseMaster(i);
   }
   for (size_t i = 0; i < s.shardInfo.size(); ++i) {
     auto it = byName.find(s.shardInfo[i].localName);

@@ -45,8 +45,31 @@ ZeroOptimizer::ZeroOptimizer(const OptimizerConfig &config, Reducer &reducer,
                              std::vector<OptimParam> params)
     : config_(config), reducer_(reducer), params_(std::move(params)), steps_(params_.size()),
       buckets_(reducer.numBuckets()) {
-  for (size_t i = 0; i < params_.size(); ++i)
+  for (size_t i = 0; i < params_.size(); ++i) {
     index_[params_[i].name] = i;
+    shapes_.push_back(params_[i].param.sizes().vec());
+  }
+  if (!reducer_.hasMainGrads() || params_.empty())
+    return;
+  // Mixed precision: this rank's ranges of the whole masters, one flat per bucket.
+  at::NoGradGuard noGrad;
+  masterDtype_ = reducer_.params()[0].scalar_type();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const ZeroBucketLayout &layout = reducer_.zeroLayout(b);
+    at::Tensor &flat = buckets_[b].master;
+    flat = at::zeros({layout.shardNumel}, params_[0].param.options().requires_grad(false));
+    for (const ZeroPiece &piece : layout.pieces)
+      flat.narrow(0, piece.shardOffset, piece.length)
+          .copy_(params_[reducer_.bucketMembers(b)[piece.member]].param.detach().reshape({-1}).narrow(
+              0, piece.paramOffset, piece.length));
+  }
+}
+
+// States in the parameters' dtype (float32 masters), whatever the reduction's.
+at::Tensor ZeroOptimizer::stateLike(size_t bucket) const {
+  const at::Tensor &shard = reducer_.gradShard(bucket);
+  return at::empty_like(shard, shard.options().dtype(
+                                   params_[reducer_.bucketMembers(bucket)[0]].param.scalar_type()));
 }
 
 void ZeroOptimizer::allocate(BucketState &b, const at::Tensor &like, bool momentum) {
@@ -61,11 +84,14 @@ void ZeroOptimizer::allocate(BucketState &b, const at::Tensor &like, bool moment
 void ZeroOptimizer::updatePiece(size_t bucket, const ZeroPiece &piece, double lr) {
   size_t k = reducer_.bucketMembers(bucket)[piece.member];
   const OptimParam &p = params_[k];
-  at::Tensor param = p.param.detach().view({-1}).narrow(0, piece.paramOffset, piece.length);
+  BucketState &b = buckets_[bucket];
+  at::Tensor param =
+      b.master.defined()
+          ? b.master.narrow(0, piece.shardOffset, piece.length)
+          : p.param.detach().view({-1}).narrow(0, piece.paramOffset, piece.length);
   at::Tensor grad = reducer_.gradShard(bucket).narrow(0, piece.shardOffset, piece.length);
   if (grad.scalar_type() != param.scalar_type()) // bf16/fp16 reduction, float32 masters
     grad = grad.to(param.scalar_type());
-  BucketState &b = buckets_[bucket];
   if (config_.name == "sgd") {
     at::Tensor buffer;
     if (config_.momentum != 0)
@@ -87,17 +113,43 @@ Status ZeroOptimizer::step(double lr) {
       s = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
     s.add_(1);
   }
+  std::vector<at::Tensor> rounded; // mixed precision: the masters' ranges, in the low dtype
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (!sgd || config_.momentum != 0)
-      // States in the parameters' dtype (float32 masters), whatever the reduction's.
-      allocate(buckets_[b],
-               reducer_.gradShard(b).to(params_[reducer_.bucketMembers(b)[0]].param.scalar_type()),
-               sgd);
+      allocate(buckets_[b], stateLike(b), sgd);
     for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces)
       updatePiece(b, piece, lr);
+    if (masterDtype_)
+      rounded.push_back(buckets_[b].master.to(*masterDtype_));
   }
   momentumStarted_ = true;
-  return reducer_.gatherParams();
+  return reducer_.gatherParams(rounded);
+}
+
+Expected<std::map<std::string, at::Tensor>> ZeroOptimizer::gatherMasters() {
+  std::map<std::string, at::Tensor> out;
+  if (!masterDtype_)
+    return out;
+  std::vector<at::Tensor> owned, whole;
+  for (const BucketState &b : buckets_)
+    owned.push_back(b.master);
+  for (size_t k = 0; k < params_.size(); ++k)
+    whole.push_back(at::empty(shapes_[k], owned[0].options()));
+  NNSC_RETURN_IF_ERROR(reducer_.gatherParams(owned, whole));
+  for (size_t k = 0; k < params_.size(); ++k)
+    out[params_[k].name] = whole[k];
+  return out;
+}
+
+void ZeroOptimizer::loadMaster(const std::string &local, const at::Tensor &value) {
+  at::NoGradGuard noGrad;
+  size_t k = index_.at(local);
+  at::Tensor flat = value.reshape({-1});
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces)
+      if (reducer_.bucketMembers(b)[piece.member] == k)
+        buckets_[b].master.narrow(0, piece.shardOffset, piece.length)
+            .copy_(flat.narrow(0, piece.paramOffset, piece.length));
 }
 
 void ZeroOptimizer::zeroGrad() {
@@ -151,10 +203,10 @@ std::map<std::string, at::Tensor> ZeroOptimizer::state() const {
 Status ZeroOptimizer::loadField(size_t param, const std::string &field, int64_t offset,
                                 const at::Tensor &v, const std::string &key,
                                 const std::string &from) {
-  const at::Tensor &p = params_[param].param;
-  if (offset < 0 && v.sizes() != p.sizes())
+  const std::vector<int64_t> &shape = shapes_[param];
+  if (offset < 0 && v.sizes() != at::IntArrayRef(shape))
     return errorf("{}: error: optimizer state '{}' has shape [{}]; the parameter has [{}]", from,
-                  key, fmt::join(v.sizes(), ", "), fmt::join(p.sizes(), ", "));
+                  key, fmt::join(v.sizes(), ", "), fmt::join(shape, ", "));
   bool momentum = field == "momentum_buffer";
   if (!momentum && field != "exp_avg" && field != "exp_avg_sq")
     return errorf("{}: error: unknown optimizer state '{}'", from, key);
@@ -173,7 +225,7 @@ Status ZeroOptimizer::loadField(size_t param, const std::string &field, int64_t 
         continue;
       matched = true;
       BucketState &s = buckets_[b];
-      allocate(s, reducer_.gradShard(b), momentum);
+      allocate(s, stateLike(b), momentum);
       at::Tensor &dst = momentum ? s.momentumBuffer : field == "exp_avg" ? s.expAvg : s.expAvgSq;
       dst.narrow(0, piece.shardOffset, piece.length).copy_(src);
     }
@@ -207,7 +259,7 @@ Status ZeroOptimizer::loadState(const std::map<std::string, at::Tensor> &state,
 int64_t ZeroOptimizer::stateBytes() const {
   int64_t bytes = 0;
   for (const BucketState &b : buckets_)
-    for (const at::Tensor *t : {&b.expAvg, &b.expAvgSq, &b.momentumBuffer})
+    for (const at::Tensor *t : {&b.expAvg, &b.expAvgSq, &b.momentumBuffer, &b.master})
       if (t->defined())
         bytes += int64_t(t->nbytes());
   for (const at::Tensor &s : steps_)

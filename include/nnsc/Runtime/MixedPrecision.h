@@ -42,13 +42,26 @@ public:
   const std::string &mode() const { return config_.mode; }
 
   /// The float32 master of shard `i`; undefined unless the shard is trainable
-  /// and floating.
+  /// and floating. Its grad holds the float32 gradient (foldGrads); after
+  /// releaseMaster(i) it holds nothing else.
   const at::Tensor &master(size_t i) const { return masters_[i]; }
+  /// ZeRO (ZeroOptimizer holds this rank's range of the values): frees the
+  /// master's elements in place, keeping the tensor as the holder of its
+  /// float32 gradient. fullPrecision(i) is then undefined, restore(i) sets
+  /// the low shard only and copyMastersToShards() skips it.
+  void releaseMaster(size_t i);
+  bool released(size_t i) const { return released_[i]; }
+  /// The dtype fullPrecision(i) has: float32 for a master, else the shard's
+  /// original dtype.
+  at::ScalarType fullDtype(size_t i) const;
   /// What an optimizer, clipping or a checkpoint sees for shard `i`: its
-  /// master, or the shard itself cast back to its original dtype.
+  /// master, or the shard itself cast back to its original dtype; undefined
+  /// after releaseMaster(i).
   at::Tensor fullPrecision(size_t i) const;
   /// Sets shard `i` (and its master) from `value`, e.g. a checkpoint's.
   void restore(size_t i, const at::Tensor &value);
+  /// Bytes of the masters this object holds (released ones excluded).
+  int64_t masterBytes() const;
 
   /// The factor backward starts from: the loss scale under fp16, else 1.
   double lossScale() const { return scaler_ ? scaler_->scale() : 1.0; }
@@ -79,6 +92,7 @@ private:
   at::ScalarType compute_, reduce_;
   std::vector<at::Tensor> shards_;  ///< the low leaves (handles shared with the caller)
   std::vector<at::Tensor> masters_; ///< float32, trainable floating shards only
+  std::vector<bool> released_;
   std::vector<at::ScalarType> original_;
   std::unique_ptr<LossScaler> scaler_;
 };

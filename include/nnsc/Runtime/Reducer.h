@@ -50,9 +50,9 @@ public:
   /// of params()[k]. A bucket then holds each param's grad plus its master's
   /// grad (earlier micro-batches, already folded), in `dtype`; finish() writes
   /// the reduced values into the masters' grads (ZeRO: into gradShard(), in
-  /// `dtype`) and drops both local parts. Under ZeRO gatherParams() gathers
-  /// the masters (whole on every rank) and rounds them into the params. Call
-  /// before the first backward.
+  /// `dtype`) and drops both local parts. The masters serve as holders of
+  /// the float32 gradients only: under ZeRO their values are sharded
+  /// (ZeroOptimizer) and may be released. Call before the first backward.
   void setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dtype);
 
   /// Arms the hooks for the next backward. With `reduce` false (a micro-batch
@@ -74,6 +74,8 @@ public:
 
   size_t numBuckets() const { return buckets_.size(); }
   bool scatters() const { return scatter_; }
+  /// True after setMainGrads (mixed precision).
+  bool hasMainGrads() const { return !mainGrads_.empty(); }
   CommBackend &group() const { return *group_; }
   const std::vector<at::Tensor> &params() const { return params_; }
   const std::vector<std::string> &names() const { return names_; }
@@ -85,10 +87,15 @@ public:
   const ZeroBucketLayout &zeroLayout(size_t b) const { return buckets_[b].zero; }
   const at::Tensor &gradShard(size_t b) const { return buckets_[b].shard; }
 
-  /// ZeRO: sends this rank's range of every bucket's parameters to the
-  /// group and writes the others' ranges into its parameters (all buckets
-  /// launched, then waited for in order). The error names the group.
-  Status gatherParams();
+  /// ZeRO: sends this rank's range of every bucket to the group and writes
+  /// every member's elements into `into[k]` (all buckets launched, then
+  /// waited for in order). `owned[b]` is this rank's range of bucket b
+  /// (zeroLayout(b).shardNumel elements, any dtype: mixed precision sends
+  /// the rounded float32 masters); empty: this rank's range of the
+  /// parameters themselves. `into` empty: the parameters; else one tensor
+  /// per parameter, its shape. The error names the group.
+  Status gatherParams(const std::vector<at::Tensor> &owned = {},
+                      const std::vector<at::Tensor> &into = {});
   /// Buckets whose allreduce has been launched since prepare().
   size_t launchedBuckets() const { return nextLaunch_; }
 

@@ -3,11 +3,19 @@
 /// reduce-scattered over its group (Reducer.h, ZeroLayout.h). Every rank of
 /// the group holds the whole parameters but keeps optimizer states only for
 /// its range of each bucket: one flat tensor per state and bucket, S elements
-/// (exp_avg and exp_avg_sq for Adam(W), momentum_buffer for SGD). Under
-/// mixed precision `params` are the float32 masters (whole on every rank). A
-/// step updates the owned elements from the reduced gradient shard with the
-/// same element-wise math as Optimizer (bit-identical to it on the same
+/// (exp_avg and exp_avg_sq for Adam(W), momentum_buffer for SGD). A step
+/// updates the owned elements from the reduced gradient shard with the same
+/// element-wise math as Optimizer (bit-identical to it on the same
 /// gradients), then all-gathers the parameters.
+///
+/// Under mixed precision (the reducer has main grads) the float32 masters
+/// are sharded too, as in Megatron-LM's distributed optimizer: `params` are
+/// the whole masters when it is built, it copies its range of each bucket
+/// into one more flat of S float32 elements, and the caller may then release
+/// them (MixedPrecision::releaseMaster). A step updates that flat, rounds it
+/// to the parameters' dtype and all-gathers the rounded ranges (half the
+/// bytes of float32) into the low-precision parameters; gatherMasters()
+/// assembles whole masters for a checkpoint and loadMaster() takes one back.
 ///
 /// State keys (checkpoints): "<local>/step" (float32 scalar, every rank) and,
 /// per owned piece, "<local>/<field>@<offset>": a 1-D tensor holding
@@ -16,6 +24,7 @@
 /// tensors (a merged checkpoint's) and keeps the owned ranges.
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,13 +59,24 @@ public:
   Status loadState(const std::map<std::string, at::Tensor> &state, const std::string &from);
   /// True when `local` is one of this optimizer's parameters.
   bool has(const std::string &local) const { return index_.count(local) > 0; }
-  /// Bytes of the optimizer states this rank holds.
+  /// Bytes of the optimizer states this rank holds, float32 master ranges
+  /// included.
   int64_t stateBytes() const;
+  /// Mixed precision: true when this optimizer holds the masters' ranges.
+  bool shardsMasters() const { return masterDtype_.has_value(); }
+  /// Mixed precision, every rank of the group together: the whole float32
+  /// master of every parameter, by local name.
+  Expected<std::map<std::string, at::Tensor>> gatherMasters();
+  /// Mixed precision: sets this rank's ranges of parameter `local`'s master
+  /// from the whole `value` (a checkpoint's).
+  void loadMaster(const std::string &local, const at::Tensor &value);
 
 private:
   struct BucketState {
     at::Tensor expAvg, expAvgSq, momentumBuffer; ///< S elements each, lazily
+    at::Tensor master; ///< mixed precision: S float32 elements (padding zero)
   };
+  at::Tensor stateLike(size_t bucket) const;
   void allocate(BucketState &b, const at::Tensor &like, bool momentum);
   void updatePiece(size_t bucket, const ZeroPiece &piece, double lr);
   Status loadField(size_t param, const std::string &field, int64_t offset, const at::Tensor &v,
@@ -65,6 +85,8 @@ private:
   OptimizerConfig config_;
   Reducer &reducer_;
   std::vector<OptimParam> params_;
+  std::vector<std::vector<int64_t>> shapes_; ///< of params_, kept after a release
+  std::optional<at::ScalarType> masterDtype_; ///< the low dtype the masters round to
   std::map<std::string, size_t> index_;
   std::vector<at::Tensor> steps_; ///< per parameter, float32 scalars (undefined before a step)
   std::vector<BucketState> buckets_;
