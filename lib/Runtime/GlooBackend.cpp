@@ -169,6 +169,7 @@ public:
       : CommBackend(std::move(group)), pg_(std::move(pg)) {}
 
   std::string name() const override { return "gloo"; }
+  bool carriesNatively(at::ScalarType dtype) const override { return dtype != at::kBFloat16; }
 
 protected:
   WorkPtr doAllReduce(std::vector<at::Tensor> &original, ReduceOp op) override {

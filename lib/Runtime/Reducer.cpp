@@ -51,8 +51,8 @@ void Reducer::buildBuckets(int64_t bucketBytes) {
   close();
 }
 
-// ZeRO: the flat buffers are allocated up front (padding zeroed once; every
-// step rewrites only the members' elements) and the shards beside them.
+// ZeRO: the flat buffers are allocated up front (each launch rewrites the
+// members' elements and zeroes the padding) and the shards beside them.
 void Reducer::partitionBuckets() {
   for (Bucket &b : buckets_) {
     std::vector<int64_t> numels;
@@ -150,6 +150,8 @@ void Reducer::launch(Bucket &b) {
     b.work = group_->allReduce(tensors);
     return;
   }
+  // The padding sums as zeros (gatherParams may have written over it).
+  b.flat.narrow(0, b.numel, b.zero.padded - b.numel).zero_();
   std::vector<at::Tensor> chunks = b.flat.split(b.zero.shardNumel);
   b.work = group_->reduceScatter(chunks, b.shard);
 }
@@ -174,9 +176,14 @@ Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
     Bucket &b = buckets_[i];
     at::ScalarType dtype =
         owned.empty() ? params_[b.members[0]].scalar_type() : owned[i].scalar_type();
-    gathered[i] = b.flat.scalar_type() == dtype
-                      ? b.flat
-                      : at::empty({b.zero.padded}, b.flat.options().dtype(dtype));
+    // Into the flat's own storage when it is wide enough (the next launch
+    // rewrites it), else a buffer of its own.
+    if (b.flat.scalar_type() == dtype)
+      gathered[i] = b.flat;
+    else if (b.flat.element_size() >= int64_t(c10::elementSize(dtype)))
+      gathered[i] = b.flat.view(dtype).narrow(0, 0, b.zero.padded);
+    else
+      gathered[i] = at::empty({b.zero.padded}, b.flat.options().dtype(dtype));
     at::Tensor own = gathered[i].narrow(0, b.zero.shardBegin, b.zero.shardNumel);
     if (!owned.empty())
       own.copy_(owned[i]);

@@ -113,17 +113,21 @@ Status ZeroOptimizer::step(double lr) {
       s = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
     s.add_(1);
   }
-  std::vector<at::Tensor> rounded; // mixed precision: the masters' ranges, in the low dtype
+  // Mixed precision: the masters' ranges travel rounded to the low dtype
+  // (half the bytes), or in float32 where the backend would widen them; the
+  // weights get the same bits either way.
+  const bool low = masterDtype_ && reducer_.group().carriesNatively(*masterDtype_);
+  std::vector<at::Tensor> owned;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (!sgd || config_.momentum != 0)
       allocate(buckets_[b], stateLike(b), sgd);
     for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces)
       updatePiece(b, piece, lr);
     if (masterDtype_)
-      rounded.push_back(buckets_[b].master.to(*masterDtype_));
+      owned.push_back(low ? buckets_[b].master.to(*masterDtype_) : buckets_[b].master);
   }
   momentumStarted_ = true;
-  return reducer_.gatherParams(rounded);
+  return reducer_.gatherParams(owned);
 }
 
 Expected<std::map<std::string, at::Tensor>> ZeroOptimizer::gatherMasters() {

@@ -79,6 +79,10 @@ public:
 
   /// "gloo" or "nccl".
   virtual std::string name() const = 0;
+  /// False when the backend sends tensors of `dtype` as wider copies (Gloo's
+  /// bfloat16 travels as float32): gathering such a tensor saves no bytes
+  /// and costs the copies.
+  virtual bool carriesNatively(at::ScalarType) const { return true; }
   int rank() const { return group_.rank; }
   int size() const { return static_cast<int>(group_.ranks.size()); }
   const GroupInfo &group() const { return group_; }
