@@ -105,73 +105,104 @@ bool Optimizer::usesForeach() const {
 
 // torch.optim's _multi_tensor_adam(w) (capturable=False) for one group: the
 // step counts stay on the host, their bias corrections become scalar lists.
-void Optimizer::adamForeach(const std::vector<size_t> &members, double lr, double wd,
-                            bool decoupled) {
-  const double b1 = config_.beta1, b2 = config_.beta2;
-  std::vector<at::Tensor> params, grads, avgs, sqs;
+void adamForeachUpdate(const OptimizerConfig &config, const std::vector<at::Tensor> &params,
+                       std::vector<at::Tensor> grads, const std::vector<at::Tensor> &expAvgs,
+                       const std::vector<at::Tensor> &expAvgSqs, const std::vector<double> &steps,
+                       double lr, double wd, bool decoupled) {
+  const double b1 = config.beta1, b2 = config.beta2;
   std::vector<c10::Scalar> stepSizes, bias2Sqrts;
-  for (size_t k : members) {
-    at::Tensor param = params_[k].param;
-    Slot &s = slots_[k];
-    double step = advanceAdam(param, s);
+  for (double step : steps) {
     stepSizes.emplace_back(lr / (1 - std::pow(b1, step)) * -1);
 #if NNSC_TORCH_AT_LEAST(2, 0)
     bias2Sqrts.emplace_back(std::pow(1 - std::pow(b2, step), 0.5));
 #else
     bias2Sqrts.emplace_back(std::sqrt(1 - std::pow(b2, step)));
 #endif
-    params.push_back(param);
-    grads.push_back(param.grad());
-    avgs.push_back(s.expAvg);
-    sqs.push_back(s.expAvgSq);
   }
   if (decoupled)
     at::_foreach_mul_(params, 1 - lr * wd);
   else if (wd != 0)
     grads = at::_foreach_add(grads, params, wd);
 #if NNSC_TORCH_AT_LEAST(2, 0)
-  at::_foreach_lerp_(avgs, grads, 1 - b1);
+  at::_foreach_lerp_(expAvgs, grads, 1 - b1);
 #else
-  at::_foreach_mul_(avgs, b1);
-  at::_foreach_add_(avgs, grads, 1 - b1);
+  at::_foreach_mul_(expAvgs, b1);
+  at::_foreach_add_(expAvgs, grads, 1 - b1);
 #endif
-  at::_foreach_mul_(sqs, b2);
-  at::_foreach_addcmul_(sqs, grads, grads, 1 - b2);
-  std::vector<at::Tensor> denom = at::_foreach_sqrt(sqs);
+  at::_foreach_mul_(expAvgSqs, b2);
+  at::_foreach_addcmul_(expAvgSqs, grads, grads, 1 - b2);
+  std::vector<at::Tensor> denom = at::_foreach_sqrt(expAvgSqs);
   at::_foreach_div_(denom, bias2Sqrts);
-  at::_foreach_add_(denom, config_.eps);
-  at::_foreach_addcdiv_(params, avgs, denom, stepSizes);
+  at::_foreach_add_(denom, config.eps);
+  at::_foreach_addcdiv_(params, expAvgs, denom, stepSizes);
 }
 
 // torch.optim's _multi_tensor_sgd (no dampening, no nesterov) for one group.
+void sgdForeachUpdate(const OptimizerConfig &config, const std::vector<at::Tensor> &params,
+                      std::vector<at::Tensor> grads, std::vector<at::Tensor> &buffers, bool first,
+                      double lr) {
+  if (config.weightDecay != 0)
+    grads = at::_foreach_add(grads, params, config.weightDecay);
+  if (config.momentum != 0) {
+    if (first) {
+      for (size_t i = 0; i < buffers.size(); ++i)
+        if (buffers[i].defined())
+          buffers[i].copy_(grads[i]); // a preallocated (ZeRO) buffer: clone()'s values
+        else
+          buffers[i] = grads[i].clone().detach();
+    } else {
+      at::_foreach_mul_(buffers, config.momentum);
+      at::_foreach_add_(buffers, grads, 1.0);
+    }
+    grads = buffers;
+  }
+  at::_foreach_add_(params, grads, -lr);
+}
+
+void Optimizer::adamForeach(const std::vector<size_t> &members, double lr, double wd,
+                            bool decoupled) {
+  std::vector<at::Tensor> params, grads, avgs, sqs;
+  std::vector<double> steps;
+  for (size_t k : members) {
+    at::Tensor param = params_[k].param;
+    Slot &s = slots_[k];
+    steps.push_back(advanceAdam(param, s));
+    params.push_back(param);
+    grads.push_back(param.grad());
+    avgs.push_back(s.expAvg);
+    sqs.push_back(s.expAvgSq);
+  }
+  adamForeachUpdate(config_, params, grads, avgs, sqs, steps, lr, wd, decoupled);
+}
+
 void Optimizer::sgdForeach(const std::vector<size_t> &members, double lr) {
   std::vector<at::Tensor> params, grads;
   for (size_t k : members) {
     params.push_back(params_[k].param);
     grads.push_back(params_[k].param.grad());
   }
-  if (config_.weightDecay != 0)
-    grads = at::_foreach_add(grads, params, config_.weightDecay);
-  if (config_.momentum != 0) {
-    bool started = std::all_of(members.begin(), members.end(),
-                               [&](size_t k) { return slots_[k].momentumBuffer.defined(); });
-    std::vector<at::Tensor> buffers;
-    for (size_t i = 0; i < members.size(); ++i) {
-      at::Tensor &buffer = slots_[members[i]].momentumBuffer;
-      if (!buffer.defined()) {
-        buffer = grads[i].clone().detach();
-      } else if (!started) {
-        buffer.mul_(config_.momentum).add_(grads[i], 1.0);
-      }
-      buffers.push_back(buffer);
-    }
-    if (started) {
-      at::_foreach_mul_(buffers, config_.momentum);
-      at::_foreach_add_(buffers, grads, 1.0);
-    }
-    grads = buffers;
+  if (config_.momentum == 0) {
+    std::vector<at::Tensor> none;
+    sgdForeachUpdate(config_, params, grads, none, false, lr);
+    return;
   }
-  at::_foreach_add_(params, grads, -lr);
+  // A group whose buffers exist for some members only (a parameter without a
+  // grad at the first step) steps those one by one, as torch.optim does.
+  bool started = std::all_of(members.begin(), members.end(),
+                             [&](size_t k) { return slots_[k].momentumBuffer.defined(); });
+  bool none = std::none_of(members.begin(), members.end(),
+                           [&](size_t k) { return slots_[k].momentumBuffer.defined(); });
+  if (!started && !none) {
+    for (size_t k : members)
+      sgdStep(params_[k], slots_[k], lr);
+    return;
+  }
+  std::vector<at::Tensor> buffers;
+  for (size_t k : members)
+    buffers.push_back(slots_[k].momentumBuffer);
+  sgdForeachUpdate(config_, params, grads, buffers, none, lr);
+  for (size_t i = 0; i < members.size(); ++i)
+    slots_[members[i]].momentumBuffer = buffers[i];
 }
 
 void Optimizer::step(double lr) {
@@ -209,7 +240,8 @@ void Optimizer::zeroGrad() {
     for (auto &p : params_)
       if (p.param.grad().defined())
         grads.push_back(p.param.mutable_grad().detach());
-    at::_foreach_zero_(grads);
+    if (!grads.empty()) // none here: every parameter is a ZeRO optimizer's
+      at::_foreach_zero_(grads);
     return;
   }
   for (auto &p : params_) {

@@ -66,10 +66,13 @@ ZeroOptimizer::ZeroOptimizer(const OptimizerConfig &config, Reducer &reducer,
 }
 
 // States in the parameters' dtype (float32 masters), whatever the reduction's.
+at::ScalarType ZeroOptimizer::stateDtype(size_t bucket) const {
+  return params_[reducer_.bucketMembers(bucket)[0]].param.scalar_type();
+}
+
 at::Tensor ZeroOptimizer::stateLike(size_t bucket) const {
   const at::Tensor &shard = reducer_.gradShard(bucket);
-  return at::empty_like(shard, shard.options().dtype(
-                                   params_[reducer_.bucketMembers(bucket)[0]].param.scalar_type()));
+  return at::empty_like(shard, shard.options().dtype(stateDtype(bucket)));
 }
 
 void ZeroOptimizer::allocate(BucketState &b, const at::Tensor &like, bool momentum) {
@@ -105,6 +108,56 @@ void ZeroOptimizer::updatePiece(size_t bucket, const ZeroPiece &piece, double lr
              p.decay ? config_.weightDecay : 0.0, config_.name == "adamw");
 }
 
+bool ZeroOptimizer::usesForeach() const {
+  if (config_.foreach != "auto")
+    return config_.foreach == "true";
+  return buckets_.size() > 0 && reducer_.gradShard(0).is_cuda();
+}
+
+// The pieces of every bucket as multi-tensor updates (Optimizer.h), one per
+// weight decay: a handful of kernels for the whole step instead of several
+// per piece. Every piece is a range of flats or of a parameter, so the
+// element-wise results are updatePiece's.
+void ZeroOptimizer::stepForeach(double lr) {
+  struct Lists {
+    std::vector<at::Tensor> params, grads, avgs, sqs, buffers;
+    std::vector<double> steps;
+  };
+  std::map<bool, Lists> groups; // by weight decay
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    BucketState &s = buckets_[b];
+    at::Tensor shard = reducer_.gradShard(b);
+    if (shard.scalar_type() != stateDtype(b)) // bf16/fp16 reduction
+      shard = shard.to(stateDtype(b));
+    for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces) {
+      size_t k = reducer_.bucketMembers(b)[piece.member];
+      Lists &l = groups[config_.name != "sgd" && params_[k].decay];
+      auto range = [&](const at::Tensor &flat) {
+        return flat.narrow(0, piece.shardOffset, piece.length);
+      };
+      l.params.push_back(s.master.defined() ? range(s.master)
+                                            : params_[k].param.detach().view({-1}).narrow(
+                                                  0, piece.paramOffset, piece.length));
+      l.grads.push_back(range(shard));
+      if (config_.name == "sgd") {
+        if (config_.momentum != 0)
+          l.buffers.push_back(range(s.momentumBuffer));
+        continue;
+      }
+      l.avgs.push_back(range(s.expAvg));
+      l.sqs.push_back(range(s.expAvgSq));
+      l.steps.push_back(steps_[k].item<float>());
+    }
+  }
+  for (auto &[decay, l] : groups) {
+    if (config_.name == "sgd")
+      sgdForeachUpdate(config_, l.params, l.grads, l.buffers, !momentumStarted_, lr);
+    else
+      adamForeachUpdate(config_, l.params, l.grads, l.avgs, l.sqs, l.steps, lr,
+                        decay ? config_.weightDecay : 0.0, config_.name == "adamw");
+  }
+}
+
 Status ZeroOptimizer::step(double lr) {
   at::NoGradGuard noGrad;
   const bool sgd = config_.name == "sgd";
@@ -118,14 +171,18 @@ Status ZeroOptimizer::step(double lr) {
   // weights get the same bits either way.
   const bool low = masterDtype_ && reducer_.group().carriesNatively(*masterDtype_);
   std::vector<at::Tensor> owned;
+  const bool foreach = usesForeach();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (!sgd || config_.momentum != 0)
       allocate(buckets_[b], stateLike(b), sgd);
-    for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces)
-      updatePiece(b, piece, lr);
-    if (masterDtype_)
-      owned.push_back(low ? buckets_[b].master.to(*masterDtype_) : buckets_[b].master);
+    if (!foreach)
+      for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces)
+        updatePiece(b, piece, lr);
   }
+  if (foreach)
+    stepForeach(lr);
+  for (size_t b = 0; b < buckets_.size() && masterDtype_; ++b)
+    owned.push_back(low ? buckets_[b].master.to(*masterDtype_) : buckets_[b].master);
   momentumStarted_ = true;
   return reducer_.gatherParams(owned);
 }

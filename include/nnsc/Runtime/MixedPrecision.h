@@ -5,7 +5,8 @@
 ///     and buffers) and every floating input is converted to it;
 ///   - every trainable shard has a float32 master; the optimizer, its states,
 ///     clipping and checkpoints see only the masters; after each update the
-///     masters are rounded into the low shards;
+///     masters are rounded into the low shards (under ZeRO the ZeroOptimizer
+///     keeps this rank's ranges of them and the whole ones are released);
 ///   - a shard's low-precision gradient is added into its master's float32
 ///     gradient after every micro-batch (foldGrads), so accumulation over
 ///     micro-batches happens in float32; the gradient reducers add it

@@ -44,6 +44,18 @@ void adamUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad
 void sgdUpdate(const OptimizerConfig &config, at::Tensor param, at::Tensor grad, at::Tensor &buffer,
                bool first, double lr);
 
+/// The same updates as multi-tensor ops (torch.optim's _multi_tensor_adam(w)
+/// and _multi_tensor_sgd) over lists of tensors on one device, of one dtype
+/// and one weight decay: `steps[i]` is tensor i's step count after this
+/// step's increment. `buffers` as sgdUpdate's, all of them `first` or none.
+void adamForeachUpdate(const OptimizerConfig &config, const std::vector<at::Tensor> &params,
+                       std::vector<at::Tensor> grads, const std::vector<at::Tensor> &expAvgs,
+                       const std::vector<at::Tensor> &expAvgSqs, const std::vector<double> &steps,
+                       double lr, double wd, bool decoupled);
+void sgdForeachUpdate(const OptimizerConfig &config, const std::vector<at::Tensor> &params,
+                      std::vector<at::Tensor> grads, std::vector<at::Tensor> &buffers, bool first,
+                      double lr);
+
 /// One trainable tensor: its (unique) name, the leaf, and whether Adam(W)'s
 /// weight decay applies (the full tensor has >= 2 dims; SGD ignores it).
 struct OptimParam {

@@ -76,7 +76,11 @@ private:
     at::Tensor expAvg, expAvgSq, momentumBuffer; ///< S elements each, lazily
     at::Tensor master; ///< mixed precision: S float32 elements (padding zero)
   };
+  at::ScalarType stateDtype(size_t bucket) const;
   at::Tensor stateLike(size_t bucket) const;
+  /// optimizer.foreach: true, or auto with the gradient shards on cuda.
+  bool usesForeach() const;
+  void stepForeach(double lr);
   void allocate(BucketState &b, const at::Tensor &like, bool momentum);
   void updatePiece(size_t bucket, const ZeroPiece &piece, double lr);
   Status loadField(size_t param, const std::string &field, int64_t offset, const at::Tensor &v,
