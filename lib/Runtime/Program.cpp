@@ -287,7 +287,10 @@ int upcastLosses(torch::jit::Graph &graph, torch::jit::Block *block) {
     bool any = false;
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       torch::jit::Value *in = node->input(i);
-      if (!in->type()->cast<c10::TensorType>() || in->node()->kind() == toFullPrecision())
+      // (The kind, not Type::cast: on 2.x cast<> takes a DynamicType path whose
+      // typeinfo LibTorch does not export, which UBSan's vptr check needs.)
+      if (in->type()->kind() != c10::TypeKind::TensorType ||
+          in->node()->kind() == toFullPrecision())
         continue;
       torch::jit::WithInsertPoint here(node);
       torch::jit::Value *yes = graph.insertConstant(true);

@@ -12,9 +12,10 @@
 /// are sharded too, as in Megatron-LM's distributed optimizer: `params` are
 /// the whole masters when it is built, it copies its range of each bucket
 /// into one more flat of S float32 elements, and the caller may then release
-/// them (MixedPrecision::releaseMaster). A step updates that flat, rounds it
-/// to the parameters' dtype and all-gathers the rounded ranges (half the
-/// bytes of float32) into the low-precision parameters; gatherMasters()
+/// them (MixedPrecision::releaseMaster). A step updates that flat and
+/// all-gathers it into the low-precision parameters: rounded first (half the
+/// bytes) where the group's backend carries that dtype natively, else in
+/// float32 and rounded as it is copied out (the same bits). gatherMasters()
 /// assembles whole masters for a checkpoint and loadMaster() takes one back.
 ///
 /// State keys (checkpoints): "<local>/step" (float32 scalar, every rank) and,
