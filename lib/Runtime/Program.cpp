@@ -287,15 +287,16 @@ int upcastLosses(torch::jit::Graph &graph, torch::jit::Block *block) {
     bool any = false;
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       torch::jit::Value *in = node->input(i);
-      // (The kind, not Type::cast: on 2.x cast<> takes a DynamicType path whose
-      // typeinfo LibTorch does not export, which UBSan's vptr check needs.)
+      // (Neither Type::cast nor Value::setType here: on 2.x both inline a
+      // DynamicType path whose typeinfo LibTorch does not export, and UBSan's
+      // vptr check needs it to link.)
       if (in->type()->kind() != c10::TypeKind::TensorType ||
           in->node()->kind() == toFullPrecision())
         continue;
       torch::jit::WithInsertPoint here(node);
       torch::jit::Value *yes = graph.insertConstant(true);
+      // Its output is a Tensor value, the type a new node's output starts with.
       torch::jit::Node *up = graph.insertNode(graph.create(toFullPrecision(), {in, yes, yes}));
-      up->output()->setType(in->type());
       node->replaceInput(i, up->output());
       any = true;
     }
