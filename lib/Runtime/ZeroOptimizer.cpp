@@ -70,42 +70,18 @@ at::ScalarType ZeroOptimizer::stateDtype(size_t bucket) const {
   return params_[reducer_.bucketMembers(bucket)[0]].param.scalar_type();
 }
 
-at::Tensor ZeroOptimizer::stateLike(size_t bucket) const {
-  const at::Tensor &shard = reducer_.gradShard(bucket);
-  return at::empty_like(shard, shard.options().dtype(stateDtype(bucket)));
-}
-
-void ZeroOptimizer::allocate(BucketState &b, const at::Tensor &like, bool momentum) {
-  if (momentum && !b.momentumBuffer.defined())
-    b.momentumBuffer = at::zeros_like(like);
-  if (!momentum && !b.expAvg.defined()) {
-    b.expAvg = at::zeros_like(like);
-    b.expAvgSq = at::zeros_like(like);
-  }
-}
-
-void ZeroOptimizer::updatePiece(size_t bucket, const ZeroPiece &piece, double lr) {
-  size_t k = reducer_.bucketMembers(bucket)[piece.member];
-  const OptimParam &p = params_[k];
+void ZeroOptimizer::allocate(size_t bucket, bool momentum) {
   BucketState &b = buckets_[bucket];
-  at::Tensor param =
-      b.master.defined()
-          ? b.master.narrow(0, piece.shardOffset, piece.length)
-          : p.param.detach().view({-1}).narrow(0, piece.paramOffset, piece.length);
-  at::Tensor grad = reducer_.gradShard(bucket).narrow(0, piece.shardOffset, piece.length);
-  if (grad.scalar_type() != param.scalar_type()) // bf16/fp16 reduction, float32 masters
-    grad = grad.to(param.scalar_type());
-  if (config_.name == "sgd") {
-    at::Tensor buffer;
-    if (config_.momentum != 0)
-      buffer = b.momentumBuffer.narrow(0, piece.shardOffset, piece.length);
-    sgdUpdate(config_, param, grad, buffer, !momentumStarted_, lr);
-    return;
+  auto zeros = [&] {
+    const at::Tensor &shard = reducer_.gradShard(bucket);
+    return at::zeros_like(shard, shard.options().dtype(stateDtype(bucket)));
+  };
+  if (momentum && !b.momentumBuffer.defined())
+    b.momentumBuffer = zeros();
+  if (!momentum && !b.expAvg.defined()) {
+    b.expAvg = zeros();
+    b.expAvgSq = zeros();
   }
-  at::Tensor m = b.expAvg.narrow(0, piece.shardOffset, piece.length);
-  at::Tensor v = b.expAvgSq.narrow(0, piece.shardOffset, piece.length);
-  adamUpdate(config_, param, grad, m, v, steps_[k].item<float>(), lr,
-             p.decay ? config_.weightDecay : 0.0, config_.name == "adamw");
 }
 
 bool ZeroOptimizer::usesForeach() const {
@@ -114,24 +90,27 @@ bool ZeroOptimizer::usesForeach() const {
   return buckets_.size() > 0 && reducer_.gradShard(0).is_cuda();
 }
 
-// The pieces of every bucket as multi-tensor updates (Optimizer.h), one per
-// weight decay: a handful of kernels for the whole step instead of several
-// per piece. Every piece is a range of flats or of a parameter, so the
-// element-wise results are updatePiece's.
-void ZeroOptimizer::stepForeach(double lr) {
+// Every owned piece of every bucket, as ranges of the flats (or of the
+// parameter without mixed precision), grouped by weight decay. Updated one
+// by one, or with foreach as one multi-tensor update per group (a handful of
+// kernels for the whole step): element-wise, so the results agree.
+void ZeroOptimizer::update(double lr) {
+  const bool sgd = config_.name == "sgd", momentum = sgd && config_.momentum != 0;
   struct Lists {
     std::vector<at::Tensor> params, grads, avgs, sqs, buffers;
     std::vector<double> steps;
   };
-  std::map<bool, Lists> groups; // by weight decay
+  std::map<bool, Lists> groups;
   for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!sgd || momentum)
+      allocate(b, sgd);
     BucketState &s = buckets_[b];
     at::Tensor shard = reducer_.gradShard(b);
-    if (shard.scalar_type() != stateDtype(b)) // bf16/fp16 reduction
+    if (shard.scalar_type() != stateDtype(b)) // bf16/fp16 reduction, float32 masters
       shard = shard.to(stateDtype(b));
     for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces) {
       size_t k = reducer_.bucketMembers(b)[piece.member];
-      Lists &l = groups[config_.name != "sgd" && params_[k].decay];
+      Lists &l = groups[!sgd && params_[k].decay];
       auto range = [&](const at::Tensor &flat) {
         return flat.narrow(0, piece.shardOffset, piece.length);
       };
@@ -139,51 +118,52 @@ void ZeroOptimizer::stepForeach(double lr) {
                                             : params_[k].param.detach().view({-1}).narrow(
                                                   0, piece.paramOffset, piece.length));
       l.grads.push_back(range(shard));
-      if (config_.name == "sgd") {
-        if (config_.momentum != 0)
-          l.buffers.push_back(range(s.momentumBuffer));
+      if (momentum)
+        l.buffers.push_back(range(s.momentumBuffer));
+      if (sgd)
         continue;
-      }
       l.avgs.push_back(range(s.expAvg));
       l.sqs.push_back(range(s.expAvgSq));
-      l.steps.push_back(steps_[k].item<float>());
+      l.steps.push_back(steps_[k].item<float>()); // a host tensor: no device sync
     }
   }
+  const bool foreach = usesForeach();
   for (auto &[decay, l] : groups) {
-    if (config_.name == "sgd")
+    const double wd = decay ? config_.weightDecay : 0.0;
+    if (foreach && sgd)
       sgdForeachUpdate(config_, l.params, l.grads, l.buffers, !momentumStarted_, lr);
+    else if (foreach)
+      adamForeachUpdate(config_, l.params, l.grads, l.avgs, l.sqs, l.steps, lr, wd,
+                        config_.name == "adamw");
     else
-      adamForeachUpdate(config_, l.params, l.grads, l.avgs, l.sqs, l.steps, lr,
-                        decay ? config_.weightDecay : 0.0, config_.name == "adamw");
+      for (size_t i = 0; i < l.params.size(); ++i) {
+        at::Tensor none;
+        if (sgd)
+          sgdUpdate(config_, l.params[i], l.grads[i], momentum ? l.buffers[i] : none,
+                    !momentumStarted_, lr);
+        else
+          adamUpdate(config_, l.params[i], l.grads[i], l.avgs[i], l.sqs[i], l.steps[i], lr, wd,
+                     config_.name == "adamw");
+      }
   }
 }
 
 Status ZeroOptimizer::step(double lr) {
   at::NoGradGuard noGrad;
-  const bool sgd = config_.name == "sgd";
   for (at::Tensor &s : steps_) {
     if (!s.defined())
       s = at::zeros({}, at::TensorOptions().dtype(at::kFloat));
     s.add_(1);
   }
+  update(lr);
+  momentumStarted_ = true;
   // Mixed precision: the masters' ranges travel rounded to the low dtype
   // (half the bytes), or in float32 where the backend would widen them; the
   // weights get the same bits either way.
-  const bool low = masterDtype_ && reducer_.group().carriesNatively(*masterDtype_);
   std::vector<at::Tensor> owned;
-  const bool foreach = usesForeach();
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (!sgd || config_.momentum != 0)
-      allocate(buckets_[b], stateLike(b), sgd);
-    if (!foreach)
-      for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces)
-        updatePiece(b, piece, lr);
-  }
-  if (foreach)
-    stepForeach(lr);
+  const bool low = masterDtype_ && reducer_.group().carriesNatively(*masterDtype_);
   for (size_t b = 0; b < buckets_.size() && masterDtype_; ++b)
     owned.push_back(low ? buckets_[b].master.to(*masterDtype_) : buckets_[b].master);
-  momentumStarted_ = true;
   return reducer_.gatherParams(owned);
 }
 
@@ -285,8 +265,8 @@ Status ZeroOptimizer::loadField(size_t param, const std::string &field, int64_t 
       else
         continue;
       matched = true;
+      allocate(b, momentum);
       BucketState &s = buckets_[b];
-      allocate(s, stateLike(b), momentum);
       at::Tensor &dst = momentum ? s.momentumBuffer : field == "exp_avg" ? s.expAvg : s.expAvgSq;
       dst.narrow(0, piece.shardOffset, piece.length).copy_(src);
     }

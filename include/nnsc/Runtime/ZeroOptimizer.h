@@ -78,12 +78,13 @@ private:
     at::Tensor master; ///< mixed precision: S float32 elements (padding zero)
   };
   at::ScalarType stateDtype(size_t bucket) const;
-  at::Tensor stateLike(size_t bucket) const;
+  /// Bucket `bucket`'s states (momentum buffer, or Adam's moments), zeros, if
+  /// not there yet.
+  void allocate(size_t bucket, bool momentum);
   /// optimizer.foreach: true, or auto with the gradient shards on cuda.
   bool usesForeach() const;
-  void stepForeach(double lr);
-  void allocate(BucketState &b, const at::Tensor &like, bool momentum);
-  void updatePiece(size_t bucket, const ZeroPiece &piece, double lr);
+  /// The update of every owned element from the gradient shards.
+  void update(double lr);
   Status loadField(size_t param, const std::string &field, int64_t offset, const at::Tensor &v,
                    const std::string &key, const std::string &from);
 
