@@ -34,16 +34,18 @@ def prepare(model, config, d, b, who="bench", batch=None):
     return next(p.shape[0] for _, p in m.named_parameters() if p.dim() == 2)
 
 
-def write_config(path, program, run_dir, vocab, steps):
+def write_config(path, program, run_dir, vocab, steps, precision="fp32"):
     """A trainer config for a timing/memory run: synthetic tokens, 1 thread per worker,
-    AdamW, no checkpoint before the end, never resuming; run_dir starts empty."""
+    AdamW, no checkpoint before the end, never resuming; run_dir starts empty; `precision`
+    the trainer's precision.mode."""
     shutil.rmtree(run_dir, ignore_errors=True)
     with open(path, "w") as f:
         f.write(f"program: {program}\nrun_dir: {run_dir}\nthreads: 1\n"
                 f"data: {{kind: synthetic, vocab_size: {vocab}}}\n"
                 f"train: {{steps: {steps}, log_every: 1000}}\n"
                 "optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}\n"
-                "checkpoint: {every: 0, resume: never}\n")
+                "checkpoint: {every: 0, resume: never}\n"
+                f"precision: {{mode: {precision}}}\n")
 
 
 def metrics_medians(run_dir, warmup, keys=("step_s",)):

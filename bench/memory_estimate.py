@@ -33,7 +33,7 @@ def sh(cmd):
 MIB = 2.0**20
 
 
-def measure(d, b, dp, zero, classes, steps, vocab):
+def measure(d, b, dp, zero, classes, steps, vocab, precision):
     tag = f"dp{dp}-zero{zero}-{'rc' if classes else 'plain'}"
     plan = [f"{b}/nnsc-plan", f"{d}/trace/graph.pb", "--policy", "dp", "--runtime-ngpus", str(dp),
             "--zero", str(zero), "-o", f"{d}/{tag}.pb"]
@@ -42,12 +42,12 @@ def measure(d, b, dp, zero, classes, steps, vocab):
     sh(plan)
     sh([f"{b}/nnsc-codegen", f"{d}/trace/graph.pb", f"{d}/{tag}.pb", "-o", f"{d}/{tag}"])
     benchlib.write_config(f"{d}/{tag}.yaml", f"{d}/{tag}", f"{d}/{tag}-run", vocab,
-                          steps)
+                          steps, precision)
     log = sh([f"{b}/nnsc-run", f"{d}/{tag}.yaml", "--nproc-per-node", str(dp)])
     opt = re.search(r"optimizer-state bytes per rank: ([0-9,]+)", log)
     mem = re.search(r"peak memory per rank \([^)]*\): measured ([0-9.]+) MiB[^;]*; "
                     r"plan estimate ([0-9.]+) MiB", log)
-    parts = re.search(r"estimate of rank 0: (.*)", log)
+    parts = re.search(r"estimate of rank 0[^:]*: (.*)", log)
     if not opt or not mem:
         sys.exit(f"memory_estimate: nnsc-run printed no memory lines:\n{log}")
     return (int(opt.group(1).replace(",", "")), float(mem.group(1)) * MIB,
@@ -61,6 +61,8 @@ def main():
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--bin", default=f"{ROOT}/build/bin")
     ap.add_argument("--work", default=f"{ROOT}/out/bench/memory_estimate")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                    help="the trainer's precision.mode")
     ap.add_argument("--verbose", action="store_true", help="print the estimate's parts")
     args = ap.parse_args()
     print(f"AdamW, {args.steps} steps, rank 0; peak = live CPU tensor storage (counting allocator)")
@@ -75,7 +77,8 @@ def main():
             results = {}
             for zero in (0, 1):
                 for rc in ("", classes):
-                    opt, peak, est, parts = measure(d, args.bin, dp, zero, rc, args.steps, vocab)
+                    opt, peak, est, parts = measure(d, args.bin, dp, zero, rc, args.steps, vocab,
+                                                          args.precision)
                     results[(zero, rc)] = (opt, peak, est)
                     err = (est - peak) / peak
                     errors.append(abs(err))

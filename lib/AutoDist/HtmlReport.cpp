@@ -218,7 +218,7 @@ Expected<std::string> htmlReport(const HtmlReportInput &in) {
     return steps.status();
   cost::MemoryOptions memoryOptions = in.memory;
   std::vector<cost::DeviceMemory> memory = plan::estimateMemory(graph, plan, memoryOptions);
-  std::vector<cost::StepInput> inputs = transform::stepInputs(graph, plan, *pg);
+  std::vector<cost::StepInput> inputs = transform::stepInputs(graph, plan, *pg, memoryOptions);
   double limit = in.memLimit > 0 ? in.memLimit : cluster.device.memoryBytes;
   int dp = std::max(1, plan.runtime_ngpus() / std::max(1, plan.plan_ngpus()));
 

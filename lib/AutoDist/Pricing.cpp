@@ -63,7 +63,7 @@ Expected<Prices> priceWhole(const ir::Graph &graph, const proto::Plan &plan,
   Prices p;
   if (inputs) {
     step.microBatches = std::max(1, plan.micro_batches());
-    *inputs = transform::stepInputs(graph, plan, *pg);
+    *inputs = transform::stepInputs(graph, plan, *pg, step.memory);
     for (const cost::StepInput &in : *inputs) {
       auto s = cost::stepTime(in, cluster, step);
       if (!s)

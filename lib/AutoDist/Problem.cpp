@@ -172,15 +172,18 @@ void constrainOptions(const ir::Graph &graph, size_t k, const plan::NodeConstrai
 }
 
 // Bytes per element of what a weight's holder keeps: the weight, its
-// gradient and its optimizer state (sharded over the copies by ZeRO).
+// gradient and its optimizer state (sharded over the copies by ZeRO), and
+// the bytes per element its gradient reduction sends (float32 in mixed
+// precision too: nnsc-run's precision.grad_reduce_dtype default).
 struct StateBytes {
-  double weight = 4, grad = 4, optimizer = 8;
+  double weight = 4, grad = 4, optimizer = 8, wire = 4;
 };
 
 StateBytes stateBytes(const Options &options, const Setting &s) {
   StateBytes b;
-  bool mixed = options.memory.precision == cost::Precision::Mixed;
-  b.weight = b.grad = mixed ? 2 : 4;
+  bool mixed = cost::isMixed(options.memory.precision);
+  b.weight = mixed ? 2 : 4;
+  b.grad = cost::gradBytesPerElement(options.memory, ir::DType::Float32);
   cost::MemoryOptions m = options.memory;
   m.zero = 0;
   b.optimizer = cost::optimizerBytesPerElement(m) / (s.zero >= 1 ? s.dp : 1);
@@ -431,7 +434,7 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
                                             : static_cast<double>(ir::dtypeSize(t.dtype)));
         if (!trainable)
           continue;
-        double gradBytes = elements * sb.grad;
+        double gradBytes = elements * sb.wire;
         if (n > 1 && p.kind != 'D')
           opt.time += gradBytes * reduceInCopy;
         opt.time += gradBytes * reduceOverCopies;

@@ -9,6 +9,7 @@
 
 #include "nnsc/CodeGen/Program.h"
 #include "nnsc/CodeGen/Shards.h"
+#include "nnsc/Cost/PrecisionView.h"
 #include "nnsc/Plan/Memory.h"
 #include "nnsc/Plan/PlanIO.h"
 #include "nnsc/Support/File.h"
@@ -27,7 +28,8 @@ struct RankOutput {
 
 Expected<RankOutput> generateRank(const ir::Graph &graph, const proto::Plan &plan,
                                   const JobLayout &job, int rank, const CodeGenOptions &options,
-                                  bool weights, const std::vector<cost::DeviceLoad> &loads) {
+                                  bool weights, const std::vector<cost::DeviceLoad> &loads,
+                                  const std::vector<cost::DeviceLoad> &loads16) {
   auto layout = layoutRank(graph, job, rank);
   if (!layout)
     return layout.status();
@@ -37,7 +39,7 @@ Expected<RankOutput> generateRank(const ir::Graph &graph, const proto::Plan &pla
   proto::RankManifest manifest = buildManifest(graph, *layout, {options.bucketBytes, weights});
   size_t device = static_cast<size_t>(layout->planDevice);
   if (device < loads.size())
-    fillMemoryEstimate(loads[device], manifest);
+    fillMemoryEstimate(loads[device], manifest, &loads16[device]);
   return RankOutput{layout.take(), program.take(), std::move(manifest)};
 }
 
@@ -102,8 +104,12 @@ Status runCodeGen(const CodeGenOptions &options, std::ostream &out, std::ostream
     return job.status();
   std::vector<RankOutput> ranks;
   std::vector<cost::DeviceLoad> loads = plan::deviceLoads(*graph, *plan);
+  // The graph in mixed precision's dtypes: the estimate for nnsc-run's bf16
+  // and fp16 modes (their sizes are the same).
+  ir::Graph graph16 = cost::atPrecision(*graph, cost::Precision::BFloat16);
+  std::vector<cost::DeviceLoad> loads16 = plan::deviceLoads(graph16, *plan);
   for (int r = 0; r < plan->runtime_ngpus(); ++r) {
-    auto rank = generateRank(*graph, *plan, *job, r, options, *weights != nullptr, loads);
+    auto rank = generateRank(*graph, *plan, *job, r, options, *weights != nullptr, loads, loads16);
     if (!rank)
       return rank.status();
     if (*weights)

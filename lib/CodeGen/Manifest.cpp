@@ -161,22 +161,35 @@ double reducerBucketBytes(const proto::RankManifest &m) {
 
 } // namespace
 
-void fillMemoryEstimate(const cost::DeviceLoad &load, proto::RankManifest &m) {
+namespace {
+
+// The cost model's memory of `load` as its tensors' own dtypes give it: the
+// optimizer's states are nnsc-run's to add (from its config).
+void fillEstimate(const cost::DeviceLoad &load, const proto::RankManifest &m,
+                  proto::MemoryEstimate &e) {
   cost::MemoryOptions options;
-  options.optimizer = cost::Optimizer::Sgd; // nnsc-run adds its optimizer's states
+  options.optimizer = cost::Optimizer::Sgd;
   cost::DeviceMemory memory = cost::deviceMemory(load, options);
   double trainable = 0;
   for (const cost::StateHolding &s : load.state)
     if (s.trainable)
       trainable += s.elements;
-  proto::MemoryEstimate *e = m.mutable_memory_estimate();
-  e->set_param_bytes(memory.paramBytes);
-  e->set_grad_bytes(memory.gradBytes);
-  e->set_activation_bytes(memory.activationBytes);
-  e->set_transient_bytes(memory.transientBytes);
-  e->set_comm_bytes(reducerBucketBytes(m));
-  e->set_trainable_elements(trainable);
-  e->set_mask_elements(memory.maskElements);
+  e.set_param_bytes(memory.paramBytes);
+  e.set_grad_bytes(memory.gradBytes);
+  e.set_activation_bytes(memory.activationBytes);
+  e.set_transient_bytes(memory.transientBytes);
+  e.set_comm_bytes(reducerBucketBytes(m));
+  e.set_trainable_elements(trainable);
+  e.set_mask_elements(memory.maskElements);
+}
+
+} // namespace
+
+void fillMemoryEstimate(const cost::DeviceLoad &load, proto::RankManifest &m,
+                        const cost::DeviceLoad *load16) {
+  fillEstimate(load, m, *m.mutable_memory_estimate());
+  if (load16)
+    fillEstimate(*load16, m, *m.mutable_memory_estimate_16bit());
 }
 
 namespace {

@@ -21,7 +21,27 @@ const char *optimizerName(Optimizer o) {
   return "?";
 }
 
-const char *precisionName(Precision p) { return p == Precision::Mixed ? "mixed" : "fp32"; }
+const char *precisionName(Precision p) {
+  switch (p) {
+  case Precision::BFloat16:
+    return "bf16";
+  case Precision::Float16:
+    return "fp16";
+  default:
+    return "fp32";
+  }
+}
+
+ir::DType computeDType(Precision p) {
+  switch (p) {
+  case Precision::BFloat16:
+    return ir::DType::BFloat16;
+  case Precision::Float16:
+    return ir::DType::Float16;
+  default:
+    return ir::DType::Float32;
+  }
+}
 
 Expected<Optimizer> parseOptimizer(const std::string &name) {
   for (Optimizer o : {Optimizer::Sgd, Optimizer::Momentum, Optimizer::Adam, Optimizer::AdamW})
@@ -31,11 +51,13 @@ Expected<Optimizer> parseOptimizer(const std::string &name) {
 }
 
 Expected<Precision> parsePrecision(const std::string &name) {
-  if (name == "fp32")
-    return Precision::Float32;
+  for (Precision p : {Precision::Float32, Precision::BFloat16, Precision::Float16})
+    if (name == precisionName(p))
+      return p;
   if (name == "mixed")
-    return Precision::Mixed;
-  return errorf("error: unknown precision '{}'; expected one of: fp32, mixed", name);
+    return Precision::BFloat16;
+  return errorf("error: unknown precision '{}'; expected one of: fp32, bf16, fp16 (mixed: bf16)",
+                name);
 }
 
 double optimizerBytesPerElement(const MemoryOptions &options) {
@@ -44,7 +66,13 @@ double optimizerBytesPerElement(const MemoryOptions &options) {
     states = 4;
   else if (options.optimizer == Optimizer::Adam || options.optimizer == Optimizer::AdamW)
     states = 8;
-  return states + (options.precision == Precision::Mixed ? 4 : 0);
+  return states + (isMixed(options.precision) ? 4 : 0);
+}
+
+double gradBytesPerElement(const MemoryOptions &options, ir::DType dtype) {
+  if (isMixed(options.precision) && ir::isFloatingPoint(dtype))
+    return 2 + 4;
+  return static_cast<double>(ir::dtypeSize(dtype));
 }
 
 namespace {
@@ -52,13 +80,13 @@ namespace {
 void addState(const DeviceLoad &load, const MemoryOptions &o, DeviceMemory &m) {
   double dp = std::max(1, o.dpSize);
   for (const StateHolding &s : load.state) {
-    bool mixed = o.precision == Precision::Mixed && ir::isFloatingPoint(s.dtype);
+    bool mixed = isMixed(o.precision) && ir::isFloatingPoint(s.dtype);
     double elt = mixed ? 2 : static_cast<double>(ir::dtypeSize(s.dtype));
     m.paramElements += s.elements;
     m.paramBytes += s.elements * elt / (o.zero >= 3 && s.trainable ? dp : 1);
     if (!s.trainable)
       continue;
-    m.gradBytes += s.elements * elt / (o.zero >= 2 ? dp : 1);
+    m.gradBytes += s.elements * gradBytesPerElement(o, s.dtype) / (o.zero >= 2 ? dp : 1);
     m.optimizerBytes += s.elements * optimizerBytesPerElement(o) / (o.zero >= 1 ? dp : 1);
   }
 }

@@ -244,18 +244,40 @@ OpCost embedding(const OpShapes &p) {
   return c;
 }
 
+// A loss's floating input as the loss reads it: in the dtype of the loss's
+// output when that is wider. Mixed precision computes losses in float32 on
+// upcast copies of their 16-bit inputs (Cost/PrecisionView.h); in one dtype
+// this is `t` itself.
+TensorInfo inLossDType(const TensorInfo &t, const OpShapes &p) {
+  TensorInfo wide = t;
+  for (const TensorInfo &o : p.outputs)
+    if (ir::isFloatingPoint(t.dtype) && ir::isFloatingPoint(o.dtype) &&
+        ir::dtypeSize(o.dtype) > ir::dtypeSize(t.dtype))
+      wide.dtype = o.dtype;
+  return wide;
+}
+
+// The upcast copy of `t` into `wide`: read one, write the other (none when
+// they are the same dtype).
+double upcastBytes(const TensorInfo &t, const TensorInfo &wide) {
+  return t.dtype == wide.dtype ? 0 : t.bytes() + wide.bytes();
+}
+
 // cross_entropy(x[N, C, ...], target): log_softmax (5 per element; its output
 // kept for backward) then nll (gather one per row, reduce). Backward: zero a
 // [N, C] gradient and scatter -1/N per row (nll_loss_backward), then
 // log_softmax_backward (read gradient and log-probs, write dx: 4 per element).
 OpCost crossEntropy(const OpShapes &p) {
-  const TensorInfo &x = in(p, 0), &target = in(p, 1);
+  const TensorInfo &logits = in(p, 0), &target = in(p, 1);
+  TensorInfo x = inLossDType(logits, p);
   double n = x.numel(), rows = n / std::max(dim(x, 1), 1.0);
   if (x.shape.size() == 1)
     rows = 1;
   OpCost c;
   c.cls = CostClass::Loss;
-  c.forward = {5 * n + 2 * rows, 3 * x.bytes() + target.bytes() + sumBytes(p.outputs), 2, false};
+  c.forward = {5 * n + 2 * rows,
+               3 * x.bytes() + target.bytes() + sumBytes(p.outputs) + upcastBytes(logits, x), 2,
+               false};
   if (!x.needsGrad)
     return c;
   c.saved.inputs = {1};
@@ -267,7 +289,7 @@ OpCost crossEntropy(const OpShapes &p) {
 // nll_loss(logp[N, C], target): gather one log-probability per row.
 // Backward: zero a [N, C] gradient, scatter one value per row.
 OpCost nllLoss(const OpShapes &p) {
-  const TensorInfo &x = in(p, 0), &target = in(p, 1);
+  const TensorInfo x = inLossDType(in(p, 0), p), &target = in(p, 1);
   double rows = x.numel() / std::max(dim(x, 1), 1.0), elt = ir::dtypeSize(x.dtype);
   OpCost c;
   c.cls = CostClass::Loss;

@@ -71,7 +71,7 @@ double optimizerSeconds(const StepInput &in, const Cluster &c, const MemoryOptio
     perElement = 32, kernels = 3;
   else if (o.optimizer == Optimizer::Adam || o.optimizer == Optimizer::AdamW)
     perElement = 80, kernels = 8;
-  if (o.precision == Precision::Mixed)
+  if (isMixed(o.precision))
     perElement += 6, kernels += 1;
   Work w{in.trainableElements * 4, in.trainableElements * perElement,
          in.trainableTensors * kernels, false};

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "nnsc/Cost/PrecisionView.h"
 #include "nnsc/IR/Serialize.h"
 #include "nnsc/Plan/NodeSplit.h"
 #include "nnsc/Plan/PlanFile.h"
@@ -91,9 +92,12 @@ Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
     return st.withContext(graphPath + ": error");
   PlanOptions opts = options;
   opts.graphPath = graphPath;
+  uint64_t fingerprint = graphFingerprint(*graph);
+  graph = cost::atPrecision(*graph, printOptions.memory.precision);
   auto plan = makePlan(*graph, opts);
   if (!plan)
     return plan.status();
+  plan->set_graph_fingerprint(fingerprint);
   auto extra = runCheck(check, *plan, *graph);
   if (!extra)
     return extra.status();
@@ -152,21 +156,22 @@ struct SavedPlan {
   ir::Graph graph;
 };
 
-Expected<SavedPlan> readSavedPlan(const std::string &planPath, const std::string &graphOverride) {
+Expected<SavedPlan> readSavedPlan(const std::string &planPath, const std::string &graphOverride,
+                                  cost::Precision precision) {
   auto plan = readPlan(planPath);
   if (!plan)
     return plan.status();
   auto graph = readPlanGraph(*plan, planPath, graphOverride);
   if (!graph)
     return graph.status();
-  return SavedPlan{plan.take(), graph.take()};
+  return SavedPlan{plan.take(), cost::atPrecision(*graph, precision)};
 }
 
 } // namespace
 
 Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
                      std::ostream &out, const PlanCheck &check, const PrintOptions &printOptions) {
-  auto saved = readSavedPlan(planPath, graphOverride);
+  auto saved = readSavedPlan(planPath, graphOverride, printOptions.memory.precision);
   if (!saved)
     return saved.status();
   auto extra = runCheck(check, saved->plan, saved->graph);
@@ -178,8 +183,8 @@ Status printPlanFile(const std::string &planPath, const std::string &graphOverri
 }
 
 Status reportPlanFile(const std::string &planPath, const std::string &graphOverride,
-                      const PlanOutputs &outputs, std::ostream &log) {
-  auto saved = readSavedPlan(planPath, graphOverride);
+                      const PlanOutputs &outputs, std::ostream &log, cost::Precision precision) {
+  auto saved = readSavedPlan(planPath, graphOverride, precision);
   if (!saved)
     return saved.status();
   if (!outputs.reportPage)

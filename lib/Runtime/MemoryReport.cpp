@@ -80,10 +80,42 @@ double commStagingBytes(const TrainerState &s) {
   return staging;
 }
 
+bool mixed(const TrainerState &s) { return s.config.precision.mode != "fp32"; }
+
+// The planner's estimate for the precision this run computes in: under
+// bf16/fp16 the one made on the graph in their dtypes (older manifests
+// have only the float32 one).
+const proto::MemoryEstimate &estimateOf(const TrainerState &s) {
+  if (mixed(s) && s.manifest.has_memory_estimate_16bit())
+    return s.manifest.memory_estimate_16bit();
+  return s.manifest.memory_estimate();
+}
+
+bool zeroShards(const TrainerState &s) { return s.manifest.zero() > 0 && !s.zero.empty(); }
+
+// Mixed precision's float32 main gradients (MixedPrecision.h): each master's
+// gradient, which backward's 16-bit ones are added into. Under ZeRO with one
+// micro-batch a step they never form (the reducer adds the 16-bit gradients
+// into its float32 buckets and keeps its shard); with several they hold the
+// earlier micro-batches'.
+double mainGradBytes(const TrainerState &s) {
+  if (!mixed(s) || (zeroShards(s) && s.config.train.gradAccumulation == 1))
+    return 0;
+  return 4 * estimateOf(s).trainable_elements();
+}
+
+// The gradient buckets in precision.grad_reduce_dtype (the manifest counts
+// them in the shards' float32).
+double bucketBytes(const TrainerState &s) {
+  double bytes = estimateOf(s).comm_bytes();
+  return mixed(s) && s.config.precision.gradReduceDtype != "fp32" ? bytes / 2 : bytes;
+}
+
 // LibTorch's CPU dropout keeps its mask as a tensor of the input's dtype
-// (float32 here), where the estimate counted one byte per element.
+// (float32, or 16-bit in mixed precision), where the estimate counted one
+// byte per element.
 double cpuMaskBytes(const TrainerState &s) {
-  return s.device.is_cpu() ? 3 * s.manifest.memory_estimate().mask_elements() : 0;
+  return s.device.is_cpu() ? (mixed(s) ? 1 : 3) * estimateOf(s).mask_elements() : 0;
 }
 
 // Buckets of the reducer with the most gradient bytes (Reducer closes a
@@ -101,14 +133,19 @@ int64_t bucketsOfLargestReducer(const TrainerState &s) {
 std::string mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024.0)); }
 
 std::string breakdown(const TrainerState &s) {
-  const proto::MemoryEstimate &e = s.manifest.memory_estimate();
-  std::string text = fmt::format("rank 0: params {}, grads {}, optimizer {}, grad buckets {}; "
+  const proto::MemoryEstimate &e = estimateOf(s);
+  std::string grads = mib(e.grad_bytes());
+  if (mixed(s))
+    grads = fmt::format("{} + float32 main grads {}", grads, mib(mainGradBytes(s)));
+  std::string text = fmt::format("rank 0{}: params {}, grads {}, optimizer {}{}, grad buckets {}; "
                                  "activations {} + transient {}",
-                                 mib(e.param_bytes()), mib(e.grad_bytes()), mib(optimizerBytes(s)),
-                                 mib(e.comm_bytes()), mib(e.activation_bytes()),
-                                 mib(e.transient_bytes()));
+                                 mixed(s) ? fmt::format(" ({})", s.config.precision.mode) : "",
+                                 mib(e.param_bytes()), grads, mib(optimizerBytes(s)),
+                                 mixed(s) ? " with float32 masters" : "", mib(bucketBytes(s)),
+                                 mib(e.activation_bytes()), mib(e.transient_bytes()));
   if (double b = cpuMaskBytes(s); b > 0)
-    text += fmt::format(" + float32 dropout masks {}", mib(b));
+    text += fmt::format(" + {} dropout masks {}", mixed(s) ? s.config.precision.mode : "float32",
+                        mib(b));
   if (double b = commStagingBytes(s); b > 0)
     text += fmt::format("; gloo reduce-scatter staging {} ({})", mib(b),
                         bucketsOfLargestReducer(s) > 1 ? "during the backward" : "after it");
@@ -129,9 +166,10 @@ void startMemoryMeasurement(const TrainerConfig &config, int localRank) {
 }
 
 double optimizerBytes(const TrainerState &s) {
-  const proto::MemoryEstimate &e = s.manifest.memory_estimate();
-  double optimizer = e.trainable_elements() * optimizerBytesPerElement(s.config.optimizer);
-  if (s.manifest.zero() > 0 && !s.zero.empty())
+  const proto::MemoryEstimate &e = estimateOf(s);
+  double perElement = optimizerBytesPerElement(s.config.optimizer) + (mixed(s) ? 4 : 0);
+  double optimizer = e.trainable_elements() * perElement;
+  if (zeroShards(s))
     optimizer /= std::max(1, s.manifest.dp_size());
   return optimizer;
 }
@@ -139,8 +177,9 @@ double optimizerBytes(const TrainerState &s) {
 double estimatedBytes(const TrainerState &s) {
   if (!s.manifest.has_memory_estimate())
     return 0;
-  const proto::MemoryEstimate &e = s.manifest.memory_estimate();
-  double state = e.param_bytes() + e.grad_bytes() + optimizerBytes(s) + e.comm_bytes();
+  const proto::MemoryEstimate &e = estimateOf(s);
+  double state =
+      e.param_bytes() + e.grad_bytes() + mainGradBytes(s) + optimizerBytes(s) + bucketBytes(s);
   double backward = e.activation_bytes() + e.transient_bytes() + cpuMaskBytes(s);
   // With more than one bucket the first reduce-scatters run while the
   // backward still holds its activations; with one, after it.

@@ -25,11 +25,14 @@ Status reportMemory(TrainerState &s, std::ostream &out);
 /// (trainer config) added: the state it holds (parameters, gradients,
 /// optimizer states, gradient buckets) plus the larger of the backward's
 /// peak (activations and transient) and the backend's reduce-scatter staging
-/// under ZeRO. 0 when the manifest carries none.
+/// under ZeRO. Under precision.mode bf16/fp16 the estimate made on the graph
+/// in their dtypes (manifest memory_estimate_16bit), plus the float32
+/// masters and main gradients, buckets in grad_reduce_dtype. 0 when the
+/// manifest carries none.
 double estimatedBytes(const TrainerState &s);
 
 /// Optimizer-state bytes of this rank's estimate (the trainer's optimizer,
-/// divided over the ZeRO group).
+/// and the float32 masters in mixed precision, divided over the ZeRO group).
 double optimizerBytes(const TrainerState &s);
 
 } // namespace nnsc::rt

@@ -20,6 +20,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include "nnsc/Ops/LossOps.h"
 #include "nnsc/Runtime/Collectives.h"
 
 namespace nnsc::rt {
@@ -247,21 +248,11 @@ void setEvalFlags(torch::jit::Graph &graph, torch::jit::Block *block) {
   }
 }
 
-// The loss operators of LossRules.cpp: computed in float32 under mixed precision.
-bool isLossOp(const torch::jit::Node *node) {
-  static const std::set<std::string> ops = {
-      "aten::cross_entropy_loss", "aten::nll_loss",  "aten::nll_loss_nd",
-      "aten::nll_loss2d",         "aten::nll_loss_forward", "aten::mse_loss",
-      "aten::l1_loss",            "aten::smooth_l1_loss",   "aten::huber_loss",
-      "aten::binary_cross_entropy", "aten::binary_cross_entropy_with_logits",
-      "aten::soft_margin_loss",   "aten::kl_div"};
-  return ops.count(node->kind().toQualString()) > 0;
-}
+bool isLossOp(const torch::jit::Node *node) { return ops::isLossOp(node->kind().toQualString()); }
 
 // A log_softmax that only feeds losses (log_softmax + nll_loss).
 bool isLossLogSoftmax(const torch::jit::Node *node) {
-  std::string kind = node->kind().toQualString();
-  if (kind != "aten::log_softmax" && kind != "aten::_log_softmax")
+  if (!ops::isLogSoftmax(node->kind().toQualString()))
     return false;
   const auto &uses = node->output()->uses();
   return !uses.empty() && std::all_of(uses.begin(), uses.end(), [](const torch::jit::Use &u) {

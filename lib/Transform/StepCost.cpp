@@ -116,7 +116,8 @@ std::unordered_map<int64_t, int> firstReaders(const std::vector<cost::DevicePart
 }
 
 void addGrads(const ir::Graph &graph, const proto::Plan &plan, const PartitionedGraph &pg,
-              const std::vector<cost::DeviceLoad> &loads, std::vector<cost::StepInput> &inputs) {
+              const std::vector<cost::DeviceLoad> &loads, bool float32Wire,
+              std::vector<cost::StepInput> &inputs) {
   int copies = plan.runtime_ngpus() / plan.plan_ngpus();
   std::map<std::pair<int64_t, int>, std::vector<int>> holders; // (tensor, device) -> devices
   for (const GradReducer &r : pg.reducers)
@@ -136,7 +137,8 @@ void addGrads(const ir::Graph &graph, const proto::Plan &plan, const Partitioned
       std::vector<int> devices = it == holders.end() ? std::vector<int>{d} : it->second;
       cost::StepInput &in = inputs[static_cast<size_t>(d)];
       double elements = static_cast<double>(ir::numel(piece->shape()));
-      in.grads.push_back({t.id, static_cast<int64_t>(elements) * ir::dtypeSize(t.dtype),
+      int64_t wire = float32Wire && ir::isFloatingPoint(t.dtype) ? 4 : ir::dtypeSize(t.dtype);
+      in.grads.push_back({t.id, static_cast<int64_t>(elements) * wire,
                           reducerRanks(devices, plan.plan_ngpus(), copies),
                           firstReadOn(readers[static_cast<size_t>(d)], t.id,
                                       loads[static_cast<size_t>(d)].parts.size())});
@@ -234,7 +236,8 @@ pipelinedStep(const ir::Graph &graph, const proto::Plan &plan, const Partitioned
 } // namespace
 
 std::vector<cost::StepInput> stepInputs(const ir::Graph &graph, const proto::Plan &plan,
-                                        const PartitionedGraph &pg) {
+                                        const PartitionedGraph &pg,
+                                        const cost::MemoryOptions &memory) {
   std::vector<cost::DeviceLoad> loads = plan::deviceLoads(graph, plan);
   std::vector<cost::StepInput> inputs(loads.size());
   for (size_t d = 0; d < loads.size(); ++d) {
@@ -245,7 +248,7 @@ std::vector<cost::StepInput> stepInputs(const ir::Graph &graph, const proto::Pla
     }
   }
   addAdapterCalls(graph, pg, inputs);
-  addGrads(graph, plan, pg, loads, inputs);
+  addGrads(graph, plan, pg, loads, cost::isMixed(memory.precision), inputs);
   // A split plan, or ZeRO over data-parallel copies, sums the gradient norm
   // over the world every step (Runtime/Trainer.cpp gradientNorm).
   if (plan.plan_ngpus() > 1 || (plan.zero() > 0 && plan.runtime_ngpus() > plan.plan_ngpus())) {
@@ -263,7 +266,7 @@ estimateStep(const ir::Graph &graph, const proto::Plan &plan, const PartitionedG
   options.microBatches = std::max(1, plan.micro_batches());
   options.memory.zero = plan.zero();
   std::vector<cost::StepBreakdown> out;
-  std::vector<cost::StepInput> inputs = stepInputs(graph, plan, pg);
+  std::vector<cost::StepInput> inputs = stepInputs(graph, plan, pg, options.memory);
   for (const cost::StepInput &in : inputs) {
     auto s = cost::stepTime(in, cluster, options);
     if (!s)

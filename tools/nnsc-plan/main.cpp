@@ -7,7 +7,7 @@
 //             [--recompute auto|none|CLASS,...] -o plan.pb [--print]
 //   nnsc-plan --print plan.pb [--graph GRAPH.pb]
 // Cost model (docs/cost-model.md): [--cluster C.yaml | --device D.yaml [--comm T.yaml]
-//   [--devices-per-node N]] [--optimizer adamw] [--precision fp32|mixed]
+//   [--devices-per-node N]] [--optimizer adamw] [--precision fp32|bf16|fp16]
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -194,7 +194,9 @@ static int toolMain(int argc, char **argv) {
       ->default_val(8);
   app.add_option("--optimizer", cf.optimizer, "memory/step model: sgd, momentum, adam, adamw")
       ->default_val("adamw");
-  app.add_option("--precision", cf.precision, "memory model: fp32 or mixed")->default_val("fp32");
+  app.add_option("--precision", cf.precision,
+                 "nnsc-run's precision.mode to price: fp32, bf16 or fp16 (mixed: bf16)")
+      ->default_val("fp32");
   NNSC_PARSE(app, argc, argv);
   if (seedOpt->count())
     opts.seed = seed;
@@ -386,7 +388,8 @@ static int toolMain(int argc, char **argv) {
     if (print)
       st = nnsc::plan::printPlanFile(input, graphOverride, std::cout, check, printOptions);
     if (st.isOk() && reportOpt->count())
-      st = nnsc::plan::reportPlanFile(input, graphOverride, outputs, std::cerr);
+      st = nnsc::plan::reportPlanFile(input, graphOverride, outputs, std::cerr,
+                                      printOptions.memory.precision);
   } else
     st = nnsc::Status::error("error: nothing to do: pass -o PLAN.pb to write a plan, or --print "
                              "PLAN.pb to show one");

@@ -27,8 +27,11 @@ struct ManifestOptions {
 /// the rank plays (cost::deviceMemory without optimizer states) and the
 /// gradient buckets of m's reducers (each reduced gradient is copied into a
 /// persistent flat bucket; under ZeRO the bucket is padded and a shard of it
-/// is kept too). Call after buildManifest.
-void fillMemoryEstimate(const cost::DeviceLoad &load, proto::RankManifest &m);
+/// is kept too). Call after buildManifest. `load16`, when given, is the
+/// same device's load on the graph in mixed precision's dtypes
+/// (cost::atPrecision); it sets `m.memory_estimate_16bit` alike.
+void fillMemoryEstimate(const cost::DeviceLoad &load, proto::RankManifest &m,
+                        const cost::DeviceLoad *load16 = nullptr);
 
 /// The manifest of `layout`'s rank: program and weights file names, inputs,
 /// shards with their slice of the full tensor, the data-parallel group

@@ -14,16 +14,22 @@
 namespace nnsc::cost {
 
 enum class Optimizer { Sgd, Momentum, Adam, AdamW };
-enum class Precision {
-  Float32, ///< parameters, gradients and states in float32
-  Mixed,   ///< 16-bit parameters and gradients, float32 master copy and states
-};
+/// nnsc-run's precision.mode (docs/trainer-config.md). BFloat16 and Float16
+/// are mixed precision: 16-bit weights, activations and gradients, float32
+/// masters, main gradients and optimizer states, losses in float32
+/// (Cost/PrecisionView.h says which tensors are in which dtype).
+enum class Precision { Float32, BFloat16, Float16 };
 
-/// "sgd", "momentum", "adam", "adamw"; "fp32", "mixed".
+/// "sgd", "momentum", "adam", "adamw"; "fp32", "bf16", "fp16".
 const char *optimizerName(Optimizer o);
 const char *precisionName(Precision p);
 Expected<Optimizer> parseOptimizer(const std::string &name);
+/// "fp32", "bf16", "fp16", or "mixed" (bf16, its name before fp16 was priced).
 Expected<Precision> parsePrecision(const std::string &name);
+/// True for bf16 and fp16.
+inline bool isMixed(Precision p) { return p != Precision::Float32; }
+/// The dtype the program computes in: float32, bfloat16 or float16.
+ir::DType computeDType(Precision p);
 
 struct MemoryOptions {
   Optimizer optimizer = Optimizer::AdamW;
@@ -35,9 +41,13 @@ struct MemoryOptions {
 
 /// Bytes of optimizer state per trainable element: sgd 0, momentum 4, adam
 /// and adamw 8 (exp_avg, exp_avg_sq in float32); mixed precision adds the
-/// float32 master copy (4): Adam mixed = 2 + 2 + 12 = 16 bytes per parameter
-/// with the 16-bit weight and gradient, as in the ZeRO paper.
+/// float32 master copy (4).
 double optimizerBytesPerElement(const MemoryOptions &options);
+/// Bytes of gradient per trainable element: its dtype's in fp32; in mixed
+/// precision 2 + 4, the 16-bit gradient backward writes and the float32 main
+/// gradient it is added into (Megatron's main_grad: with the 2-byte weight
+/// and Adam's 12, 20 bytes per parameter).
+double gradBytesPerElement(const MemoryOptions &options, ir::DType dtype);
 
 /// One node part on the device.
 struct DevicePart {

@@ -47,19 +47,23 @@ struct PlanOutputs {
 /// [--print]`: plans the graph, runs `check` (if any), writes the outputs
 /// and prints the plan's text form (and check's text) to `out` when
 /// `print`; one line to `log` says what was written. Nothing is written
-/// when any step fails.
+/// when any step fails. Under mixed precision (printOptions.memory) the
+/// policies, the check and the printout see the graph in the dtypes it runs
+/// in (cost::atPrecision); the plan keeps the graph file's fingerprint.
 Status runPlanTool(const std::string &graphPath, const PlanOptions &options,
                    const PlanOutputs &outputs, bool print, std::ostream &out, std::ostream &log,
                    const PlanCheck &check = {}, const PrintOptions &printOptions = {});
 
 /// `nnsc-plan PLAN.pb --report FILE`: the report of a plan written before
 /// (outputs.report, made by outputs.reportPage), for the graph it names or
-/// `graphOverride`; one line to `log` says what was written.
+/// `graphOverride`, in the dtypes of `precision`; one line to `log` says
+/// what was written.
 Status reportPlanFile(const std::string &planPath, const std::string &graphOverride,
-                      const PlanOutputs &outputs, std::ostream &log);
+                      const PlanOutputs &outputs, std::ostream &log,
+                      cost::Precision precision = cost::Precision::Float32);
 
 /// `nnsc-plan --print PLAN.pb [--graph GRAPH.pb]`: the text form of a plan
-/// file, followed by check's text.
+/// file, followed by check's text (both in printOptions.memory's precision).
 Status printPlanFile(const std::string &planPath, const std::string &graphOverride,
                      std::ostream &out, const PlanCheck &check = {},
                      const PrintOptions &printOptions = {});

@@ -15,9 +15,12 @@
 namespace nnsc::transform {
 
 /// The step-time inputs of every plan device (copy 0's ranks; the other
-/// copies run the same program on shifted ranks).
+/// copies run the same program on shifted ranks). Under mixed precision
+/// (`memory.precision`) gradients are reduced in float32, nnsc-run's
+/// precision.grad_reduce_dtype default.
 std::vector<cost::StepInput> stepInputs(const ir::Graph &graph, const proto::Plan &plan,
-                                        const PartitionedGraph &pg);
+                                        const PartitionedGraph &pg,
+                                        const cost::MemoryOptions &memory = {});
 
 /// One breakdown per plan device. A pipelined plan's devices run their
 /// stage's schedule (Plan/PipelineSchedule.h timeSchedules): each virtual

@@ -78,14 +78,19 @@ TEST_CASE("optimizer states per optimizer, precision and ZeRO", "[cost]") {
   o.optimizer = cost::Optimizer::Momentum;
   CHECK(cost::deviceMemory(c.load, o).optimizerBytes == 128 * 4);
   o.optimizer = cost::Optimizer::Adam;
-  o.precision = cost::Precision::Mixed;
+  o.precision = cost::Precision::BFloat16;
   cost::DeviceMemory m = cost::deviceMemory(c.load, o);
-  CHECK(m.paramBytes + m.gradBytes + m.optimizerBytes == 16 * 128); // ZeRO paper's 16 B/param
+  // A 2-byte weight, a 2-byte gradient added into a 4-byte main gradient, a
+  // 4-byte master and Adam's 8: Megatron's 18 bytes per parameter with its
+  // float32 main grads, plus the 16-bit gradient backward writes.
+  CHECK(m.paramBytes == 2 * 128);
+  CHECK(m.gradBytes == 6 * 128);
+  CHECK(m.optimizerBytes == 12 * 128);
   o.zero = 1;
   o.dpSize = 4;
   m = cost::deviceMemory(c.load, o);
   CHECK(m.optimizerBytes == 12 * 128 / 4);
-  CHECK(m.gradBytes == 2 * 128);
+  CHECK(m.gradBytes == 6 * 128);
   o.zero = 3;
   m = cost::deviceMemory(c.load, o);
   CHECK(m.paramBytes == 2 * 128 / 4);
