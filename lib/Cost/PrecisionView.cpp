@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <variant>
 
-#include "nnsc/Ops/LossOps.h"
+#include "nnsc/Ops/MixedPrecisionOps.h"
 
 namespace nnsc::cost {
 
@@ -34,6 +34,8 @@ bool lowered(const ir::Tensor &t) {
 // The dtype a float32 output of `node` has when its inputs have the view's
 // dtypes (`graph` already holds them for every input).
 ir::DType outputDType(const ir::Graph &graph, const ir::Node &node, ir::DType low) {
+  if (ops::isLowPrecisionOp(node.op))
+    return low; // nnsc-run casts a matmul's float32 inputs down first
   if (hasDTypeArgument(node))
     return ir::DType::Float32;
   if (node.op == "aten::type_as" || (node.op == "aten::to" && node.inputs.size() == 2))

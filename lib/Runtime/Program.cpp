@@ -20,7 +20,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
-#include "nnsc/Ops/LossOps.h"
+#include "nnsc/Ops/MixedPrecisionOps.h"
 #include "nnsc/Runtime/Collectives.h"
 
 namespace nnsc::rt {
@@ -260,20 +260,30 @@ bool isLossLogSoftmax(const torch::jit::Node *node) {
   });
 }
 
+// Mixed precision's casts: each is the identity on a tensor already in its
+// dtype (or not floating), so inserting it where it does nothing costs a call.
 const c10::Symbol &toFullPrecision() {
   static const c10::Symbol op = c10::Symbol::fromQualString("aten::_autocast_to_full_precision");
   return op;
 }
 
-// Passes every tensor input of the loss operators in `block` (and its nested
-// blocks) through _autocast_to_full_precision(x, cuda_enabled=True,
-// cpu_enabled=True); returns how many operators it changed.
-int upcastLosses(torch::jit::Graph &graph, torch::jit::Block *block) {
+const c10::Symbol &toReducedPrecision() {
+  static const c10::Symbol op = c10::Symbol::fromQualString("aten::_autocast_to_reduced_precision");
+  return op;
+}
+
+// Passes every tensor input of the nodes `pick` selects in `block` (and its
+// nested blocks) through a `cast` node whose other arguments `extra` makes
+// (at the insertion point), unless the input comes out of one already;
+// returns how many nodes it changed.
+int castInputs(torch::jit::Graph &graph, torch::jit::Block *block,
+               const std::function<bool(const torch::jit::Node *)> &pick, c10::Symbol cast,
+               const std::function<std::vector<torch::jit::Value *>()> &extra) {
   int changed = 0;
   for (torch::jit::Node *node : block->nodes()) {
     for (torch::jit::Block *inner : node->blocks())
-      changed += upcastLosses(graph, inner);
-    if (!isLossOp(node) && !isLossLogSoftmax(node))
+      changed += castInputs(graph, inner, pick, cast, extra);
+    if (!pick(node))
       continue;
     bool any = false;
     for (size_t i = 0; i < node->inputs().size(); ++i) {
@@ -281,14 +291,15 @@ int upcastLosses(torch::jit::Graph &graph, torch::jit::Block *block) {
       // (Neither Type::cast nor Value::setType here: on 2.x both inline a
       // DynamicType path whose typeinfo LibTorch does not export, and UBSan's
       // vptr check needs it to link.)
-      if (in->type()->kind() != c10::TypeKind::TensorType ||
-          in->node()->kind() == toFullPrecision())
+      if (in->type()->kind() != c10::TypeKind::TensorType || in->node()->kind() == cast)
         continue;
       torch::jit::WithInsertPoint here(node);
-      torch::jit::Value *yes = graph.insertConstant(true);
+      std::vector<torch::jit::Value *> args{in};
+      for (torch::jit::Value *v : extra())
+        args.push_back(v);
       // Its output is a Tensor value, the type a new node's output starts with.
-      torch::jit::Node *up = graph.insertNode(graph.create(toFullPrecision(), {in, yes, yes}));
-      node->replaceInput(i, up->output());
+      torch::jit::Node *c = graph.insertNode(graph.create(cast, args));
+      node->replaceInput(i, c->output());
       any = true;
     }
     changed += any;
@@ -320,14 +331,35 @@ torch::jit::Function &Program::evalForm(const std::string &function) const {
   return *made;
 }
 
-int Program::computeLossesInFloat32() {
+int Program::castFunctionInputs(
+    const std::function<bool(const torch::jit::Node *)> &pick, c10::Symbol cast,
+    const std::function<std::vector<torch::jit::Value *>(torch::jit::Graph &)> &extra) {
   int changed = 0;
   for (const std::string &name : functions_) {
     std::shared_ptr<torch::jit::Graph> graph =
         torch::jit::toGraphFunction(unit_->get_function(name)).graph();
-    changed += upcastLosses(*graph, graph->block());
+    changed += castInputs(*graph, graph->block(), pick, cast, [&] { return extra(*graph); });
   }
   return changed;
+}
+
+int Program::computeLossesInFloat32() {
+  auto pick = [](const torch::jit::Node *n) { return isLossOp(n) || isLossLogSoftmax(n); };
+  return castFunctionInputs(pick, toFullPrecision(), [](torch::jit::Graph &g) {
+    torch::jit::Value *yes = g.insertConstant(true);
+    return std::vector<torch::jit::Value *>{yes, yes};
+  });
+}
+
+int Program::computeMatmulsIn(at::ScalarType low) {
+  auto pick = [](const torch::jit::Node *n) {
+    return ops::isLowPrecisionOp(n->kind().toQualString());
+  };
+  return castFunctionInputs(pick, toReducedPrecision(), [low](torch::jit::Graph &g) {
+    torch::jit::Value *yes = g.insertConstant(true);
+    torch::jit::Value *dtype = g.insertConstant(static_cast<int64_t>(low));
+    return std::vector<torch::jit::Value *>{yes, yes, dtype, dtype};
+  });
 }
 
 Expected<Program> Program::compile(const std::string &source, const std::string &fileName) {

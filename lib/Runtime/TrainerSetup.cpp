@@ -138,6 +138,8 @@ Status compileProgram(TrainerState &s) {
     return program.status();
   s.program.emplace(program.take());
   const PrecisionConfig &precision = s.config.precision;
+  if (precision.mode != "fp32")
+    s.program->computeMatmulsIn(precisionDtype(precision.mode));
   if (precision.mode != "fp32" && precision.lossDtype == "fp32")
     s.program->computeLossesInFloat32();
   return bindArguments(s, path);

@@ -33,6 +33,17 @@ struct ModuleIndex {
 };
 ModuleIndex buildModuleIndex(const torch::jit::Module &module);
 
+/// A conversion to a named dtype: aten::to given one (x.float(),
+/// x.to(torch.float32)). It is recorded even where the float32 trace makes
+/// it a no-op: mixed precision runs it as a conversion. type_as(other) and
+/// to(other) are not: a no-op one is dropped as before. Their `other` lends
+/// only a dtype, yet a plan would have to lay it out like the input (or
+/// gather it) to feed it; and in a float32 trace `other` is often the
+/// float32 tensor itself (torch.jit.trace binds Llama's h.type_as(x) to
+/// h = x.float()), so the cast does nothing in any precision. The next
+/// matmul casts its input down all the same (Runtime/Program.h).
+bool isDtypeCast(const c10::FunctionSchema &schema, const std::vector<c10::IValue> &inputs);
+
 class GraphExecutor {
 public:
   /// `meta`: run on the meta device (parameters are replaced by meta tensors).

@@ -52,6 +52,19 @@ bool isScalarTypeArg(const c10::Argument &a) {
   return t->kind() == c10::TypeKind::ScalarTypeType;
 }
 
+} // namespace
+
+bool isDtypeCast(const c10::FunctionSchema &schema, const std::vector<c10::IValue> &inputs) {
+  if (schema.name() != "aten::to" || inputs.empty() || !inputs[0].isTensor())
+    return false;
+  for (size_t i = 1; i < inputs.size() && i < schema.arguments().size(); ++i)
+    if (isScalarTypeArg(schema.arguments()[i]) && !inputs[i].isNone())
+      return true;
+  return false;
+}
+
+namespace {
+
 // Ops whose result is their input when the shape and dtype are unchanged.
 bool isIdentityWhenSameShape(const std::string &op) {
   static const std::set<std::string> ops = {"aten::view",      "aten::reshape",    "aten::expand",
@@ -118,9 +131,10 @@ Status GraphExecutor::recordNode(Node *node, const std::vector<c10::IValue> &inp
   describeNode(node, index_, n);
 
   // An op that hands back one of its inputs unchanged is dropped: later uses
-  // of its output refer to the input's IR tensor.
+  // of its output refer to the input's IR tensor. A dtype cast stays, no-op
+  // or not (runOperator gave its output an identity of its own).
   if (!schema.is_mutable() && outputs.size() == 1 && outputs[0].isTensor() && !inputs.empty() &&
-      inputs[0].isTensor()) {
+      inputs[0].isTensor() && !isDtypeCast(schema, inputs)) {
     const at::Tensor &in = inputs[0].toTensor(), &out = outputs[0].toTensor();
     bool same = in.unsafeGetTensorImpl() == out.unsafeGetTensorImpl() ||
                 isInactiveDropout(opName, inputs) ||

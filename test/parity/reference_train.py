@@ -37,7 +37,8 @@ Semantics mirrored from docs/trainer-config.md:
   (loss * scale / accum), divides the masters' gradients by it, and skips the
   step (no update, scale backed off) when any is not finite. With loss_dtype
   fp32 (the default) the loss operators take float32 inputs
-  (compute_losses_in_float32, nnsc's Program::computeLossesInFloat32). This mirrors
+  (compute_losses_in_float32, nnsc's Program::computeLossesInFloat32), and the
+  matmuls take 16-bit ones (compute_matmuls_in, Program::computeMatmulsIn). This mirrors
   nnsc's order of operations, so a data-parallel run matches it to the last
   bit of the masters' arithmetic.
 """
@@ -265,12 +266,22 @@ LOSS_OPS = {"aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd", "
             "aten::binary_cross_entropy_with_logits", "aten::soft_margin_loss", "aten::kl_div"}
 
 
+def inlined_graph(model):
+    """The model's forward graph with every submodule call inlined (the inliner leaves method
+    calls alone while the graph executor's optimizations are off, as main turns them)."""
+    graph = model.graph
+    optimize = torch._C._get_graph_executor_optimize()
+    torch._C._set_graph_executor_optimize(True)
+    torch._C._jit_pass_inline(graph)
+    torch._C._set_graph_executor_optimize(optimize)
+    return graph
+
+
 def compute_losses_in_float32(model):
     """precision.loss_dtype fp32, as nnsc's Program::computeLossesInFloat32: every tensor input
     of a loss operator, and of a log_softmax that feeds only losses, goes through
     aten::_autocast_to_full_precision (bf16/fp16 -> float32, anything else as is)."""
-    graph = model.graph
-    torch._C._jit_pass_inline(graph)
+    graph = inlined_graph(model)
     upcast = "aten::_autocast_to_full_precision"
 
     def loss_input(node):
@@ -295,6 +306,43 @@ def compute_losses_in_float32(model):
                     up = graph.insertNode(graph.create(upcast, [value, yes, yes]))
                     up.output().setType(value.type())
                 node.replaceInput(i, up.output())
+            changed += 1
+        return changed
+
+    return rewrite(graph.block())
+
+
+LOW_PRECISION_OPS = {
+    "aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::mv", "aten::addmm",
+    "aten::addbmm", "aten::baddbmm", "aten::addmv", "aten::addr", "aten::conv1d", "aten::conv2d",
+    "aten::conv3d", "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+    "aten::convolution", "aten::_convolution", "aten::prelu",
+    "aten::scaled_dot_product_attention", "aten::conv_tbc"}
+
+
+def compute_matmuls_in(model, dtype):
+    """Mixed precision's 16-bit matmuls, as nnsc's Program::computeMatmulsIn: every tensor input
+    of the ops autocast runs in its lower precision goes through
+    aten::_autocast_to_reduced_precision (float32 -> dtype, anything else as is)."""
+    graph = inlined_graph(model)
+    down = "aten::_autocast_to_reduced_precision"
+
+    def rewrite(block):
+        changed = 0
+        for node in list(block.nodes()):
+            for inner in node.blocks():
+                changed += rewrite(inner)
+            if node.kind() not in LOW_PRECISION_OPS:
+                continue
+            for i, value in enumerate(list(node.inputs())):
+                if value.type().kind() != "TensorType" or value.node().kind() == down:
+                    continue
+                with graph.insert_point_guard(node):
+                    yes = graph.insertConstant(True)
+                    low = graph.insertConstant(dtype)
+                    cast = graph.insertNode(graph.create(down, [value, yes, yes, low, low]))
+                    cast.output().setType(value.type())
+                node.replaceInput(i, cast.output())
             changed += 1
         return changed
 
@@ -375,6 +423,7 @@ def main():
         # so the recipe is compared with the same plain executor.
         torch._C._set_graph_executor_optimize(False)
         mp = MixedPrecision(model, precision)
+        compute_matmuls_in(model, {"bf16": torch.bfloat16, "fp16": torch.float16}[precision["mode"]])
         if precision.get("loss_dtype", "fp32") == "fp32":
             compute_losses_in_float32(model)
     optimizer = make_optimizer(model, opt, mp.masters if mp else None)

@@ -11,9 +11,12 @@
 ///     second input's;
 ///   - a node without floating tensor inputs (a creation op, an int cast)
 ///     keeps the traced dtype;
-///   - the loss operators (Ops/LossOps.h), and a log_softmax whose every use
-///     is one, compute in float32 (precision.loss_dtype fp32: their inputs are
-///     upcast first), so their outputs are float32.
+///   - the loss operators (Ops/MixedPrecisionOps.h), and a log_softmax whose
+///     every use is one, compute in float32 (precision.loss_dtype fp32: their
+///     inputs are upcast first), so their outputs are float32;
+///   - the matmuls and convolutions compute in the 16-bit dtype (their
+///     float32 inputs are cast down first, as autocast does), so their
+///     outputs are 16-bit.
 /// Costs priced from the view read their dtypes: 16-bit matmul peaks and
 /// bytes, float32 log-probabilities saved by a cross-entropy. Plans made on
 /// the view keep the original graph's fingerprint (the dtypes are the only

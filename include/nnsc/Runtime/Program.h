@@ -8,6 +8,7 @@
 /// `nnsc.all_reduce(x, group=3)`), or a user's TORCH_LIBRARY ops once their
 /// library is loaded.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,7 +19,10 @@
 
 namespace torch::jit {
 struct CompilationUnit;
-}
+struct Graph;
+struct Node;
+struct Value;
+} // namespace torch::jit
 
 namespace nnsc::rt {
 
@@ -71,6 +75,17 @@ public:
   /// other tensor is itself. Rewrites every function in place; call it before
   /// the first run. Returns how many operators now compute in float32.
   int computeLossesInFloat32();
+  /// Mixed precision's 16-bit matmuls (as autocast's lower-precision ops,
+  /// Ops/MixedPrecisionOps.h: linear, the matmul family, convolutions,
+  /// prelu, scaled_dot_product_attention): every tensor input of those
+  /// operators is passed through aten::_autocast_to_reduced_precision, so a
+  /// float32 tensor becomes `low` (its gradient flows back in float32) and
+  /// anything else is itself. A float32 tensor reaches a matmul where the
+  /// model computes in float32 on purpose (an RMSNorm's x.float(), a float32
+  /// mask added to the scores); without this the matmul fails on mixed
+  /// dtypes. Rewrites every function in place; call it before the first run.
+  /// Returns how many operators it changed.
+  int computeMatmulsIn(at::ScalarType low);
   /// The program whose run() is executing on this thread (the innermost
   /// one), or nullptr: how nnsc.recompute finds the group functions of the
   /// program that calls it.
@@ -81,6 +96,11 @@ public:
 
 private:
   Program() = default;
+  /// Inserts `cast` before every tensor input of the nodes `pick` selects in
+  /// every function; `extra` makes the cast's other arguments in a graph.
+  int castFunctionInputs(
+      const std::function<bool(const torch::jit::Node *)> &pick, c10::Symbol cast,
+      const std::function<std::vector<torch::jit::Value *>(torch::jit::Graph &)> &extra);
   Status missing(const std::string &function) const;
   /// The Eval form of `function`, made on first use.
   torch::jit::Function &evalForm(const std::string &function) const;

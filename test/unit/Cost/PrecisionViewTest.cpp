@@ -20,7 +20,8 @@ using ir::DType;
 // constant made inside (zeros with dtype=) and a log_softmax + nll_loss pair.
 struct Lm {
   Builder b;
-  int64_t tokens, wte, w, head, emb, h, up, back, logits, loss, logp, nll, zeros, mixed, norm;
+  int64_t tokens, wte, w, head, emb, h, up, back, logits, loss, logp, nll, zeros, mixed, norm,
+      fromFloat32;
   Lm() {
     tokens = b.input("idx", {4, 8}, DType::Int64);
     int64_t target = b.input("targets", {32}, DType::Int64);
@@ -41,6 +42,7 @@ struct Lm {
     zeros = b.op("aten::zeros", {}, {32, 50}, "");
     withDType(DType::Float32);
     mixed = b.op("aten::add", {logits, zeros}, {32, 50}, "");
+    fromFloat32 = b.op("aten::linear", {norm, w}, {4, 8, 16}, "");
     b.loss(loss);
   }
   /// Gives the last node an explicit dtype argument.
@@ -75,6 +77,8 @@ TEST_CASE("mixed precision's dtypes: 16-bit activations, float32 losses and cast
   CHECK(lm.at(v, lm.nll) == DType::Float32);
   CHECK(lm.at(v, lm.zeros) == DType::Float32); // zeros(dtype=torch.float32)
   CHECK(lm.at(v, lm.mixed) == DType::Float32); // bf16 + float32 promotes
+  // A matmul casts its float32 inputs down (Program::computeMatmulsIn).
+  CHECK(lm.at(v, lm.fromFloat32) == DType::BFloat16);
 
   ir::Graph half = cost::atPrecision(lm.b.graph, cost::Precision::Float16);
   CHECK(lm.at(half, lm.logits) == DType::Float16);
@@ -115,6 +119,19 @@ TEST_CASE("a cross-entropy in the view saves float32 log-probabilities", "[cost]
   cost::OpCost fullHead = cost::opCost(shapesOf(fp32, fp32.nodes()[6]));
   CHECK(lowHead.forward.flops == fullHead.forward.flops);
   CHECK(lowHead.forward.bytes == fullHead.forward.bytes / 2);
+}
+
+TEST_CASE("a cast into the dtype a tensor has costs nothing", "[cost][precision]") {
+  Lm lm;
+  ir::Graph fp32 = lm.b.graph;
+  const ir::Node &up = fp32.nodes()[2];
+  REQUIRE(up.op == "aten::to");
+  cost::OpCost same = cost::opCost(shapesOf(fp32, up));
+  CHECK(same.forward.bytes == 0);
+  CHECK(same.forward.kernels == 0);
+  ir::Graph bf16 = cost::atPrecision(fp32, cost::Precision::BFloat16);
+  cost::OpCost converts = cost::opCost(shapesOf(bf16, bf16.nodes()[2]));
+  CHECK(converts.forward.bytes == (2 + 4) * 4 * 8 * 16); // read bf16, write float32
 }
 
 TEST_CASE("precision names", "[cost][precision]") {

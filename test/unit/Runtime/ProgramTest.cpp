@@ -271,3 +271,54 @@ def step(x: Tensor, w: Tensor, y: Tensor, t: Tensor) -> Tuple[Tensor, Tensor, Te
   CHECK(x.grad().scalar_type() == at::kBFloat16);
   CHECK(at::equal(x.grad(), x2.grad()));
 }
+
+TEST_CASE("computeMatmulsIn: a matmul's float32 inputs are cast to the 16-bit dtype, gradients "
+          "flow back in float32") {
+  // An RMSNorm that computes in float32 (x.float() ... * weight), then a
+  // linear with a bf16 weight, and a float32 mask added to bf16 scores
+  // before a matmul with bf16 values.
+  const char *source = R"(
+def step(x: Tensor, g: Tensor, w: Tensor, m: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
+    h = torch.to(x, dtype=torch.float32)
+    n = torch.mul(torch.rsqrt(torch.mean(h * h, [-1], True) + 1e-6), h) * g
+    y = torch.linear(n, w)
+    p = torch.softmax(torch.matmul(y, torch.transpose(y, 0, 1)) + m, -1)
+    return y, torch.matmul(p, v)
+)";
+  at::manual_seed(0);
+  at::Tensor x = at::randn({4, 8}).to(at::kBFloat16);
+  at::Tensor g = at::randn({8}).to(at::kBFloat16);
+  at::Tensor w = at::randn({6, 8}).to(at::kBFloat16).requires_grad_(true);
+  at::Tensor m = at::randn({4, 4}); // float32
+  at::Tensor v = at::randn({4, 3}).to(at::kBFloat16);
+
+  auto plain = Program::compile(source, "rank0.py");
+  REQUIRE(plain.isOk());
+  REQUIRE(plain->setEntry("step").isOk());
+  auto failed = plain->run({x, g, w, m, v});
+  REQUIRE(!failed.isOk()); // linear(float32, bf16)
+  CHECK_THAT(failed.status().message(), Catch::Matchers::ContainsSubstring("rank0.py"));
+
+  auto program = Program::compile(source, "rank0.py");
+  REQUIRE(program.isOk());
+  REQUIRE(program->setEntry("step").isOk());
+  CHECK(program->computeMatmulsIn(at::kBFloat16) == 3); // the linear and both matmuls
+  CHECK(program->computeMatmulsIn(at::kBFloat16) == 0); // already rewritten
+  auto out = program->run({x, g, w, m, v});
+  INFO(out.status().message());
+  REQUIRE(out.isOk());
+  CHECK((*out)[0].scalar_type() == at::kBFloat16);
+  CHECK((*out)[1].scalar_type() == at::kBFloat16);
+
+  // The same by hand.
+  at::Tensor w2 = w.detach().clone().requires_grad_(true);
+  at::Tensor h = x.to(at::kFloat);
+  at::Tensor n = at::rsqrt((h * h).mean({-1}, true) + 1e-6) * h * g;
+  at::Tensor y = at::linear(n.to(at::kBFloat16), w2);
+  CHECK(at::equal((*out)[0], y));
+  (*out)[0].sum().backward();
+  y.sum().backward();
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().scalar_type() == at::kBFloat16);
+  CHECK(at::equal(w.grad(), w2.grad()));
+}
