@@ -277,13 +277,39 @@ def inlined_graph(model):
     return graph
 
 
+def cast_inputs(model, pick, cast, extra):
+    """Passes every tensor input of the nodes `pick` selects in the model's inlined forward
+    through the operator `cast` with the further arguments extra(graph) (made at the insertion
+    point), unless it comes out of one already; returns how many nodes changed (nnsc's
+    castInputs in Runtime/Program.cpp)."""
+    graph = inlined_graph(model)
+
+    def rewrite(block):
+        changed = 0
+        for node in list(block.nodes()):
+            for inner in node.blocks():
+                changed += rewrite(inner)
+            if not pick(node):
+                continue
+            any_input = False
+            for i, value in enumerate(list(node.inputs())):
+                if value.type().kind() != "TensorType" or value.node().kind() == cast:
+                    continue
+                with graph.insert_point_guard(node):
+                    made = graph.insertNode(graph.create(cast, [value] + extra(graph)))
+                    made.output().setType(value.type())
+                node.replaceInput(i, made.output())
+                any_input = True
+            changed += any_input
+        return changed
+
+    return rewrite(graph.block())
+
+
 def compute_losses_in_float32(model):
     """precision.loss_dtype fp32, as nnsc's Program::computeLossesInFloat32: every tensor input
     of a loss operator, and of a log_softmax that feeds only losses, goes through
     aten::_autocast_to_full_precision (bf16/fp16 -> float32, anything else as is)."""
-    graph = inlined_graph(model)
-    upcast = "aten::_autocast_to_full_precision"
-
     def loss_input(node):
         if node.kind() in LOSS_OPS:
             return True
@@ -291,25 +317,8 @@ def compute_losses_in_float32(model):
         return (node.kind() in ("aten::log_softmax", "aten::_log_softmax") and uses
                 and all(u.user.kind() in LOSS_OPS for u in uses))
 
-    def rewrite(block):
-        changed = 0
-        for node in list(block.nodes()):
-            for inner in node.blocks():
-                changed += rewrite(inner)
-            if not loss_input(node):
-                continue
-            for i, value in enumerate(list(node.inputs())):
-                if value.type().kind() != "TensorType" or value.node().kind() == upcast:
-                    continue
-                with graph.insert_point_guard(node):
-                    yes = graph.insertConstant(True)
-                    up = graph.insertNode(graph.create(upcast, [value, yes, yes]))
-                    up.output().setType(value.type())
-                node.replaceInput(i, up.output())
-            changed += 1
-        return changed
-
-    return rewrite(graph.block())
+    return cast_inputs(model, loss_input, "aten::_autocast_to_full_precision",
+                       lambda g: [g.insertConstant(True)] * 2)
 
 
 LOW_PRECISION_OPS = {
@@ -324,29 +333,9 @@ def compute_matmuls_in(model, dtype):
     """Mixed precision's 16-bit matmuls, as nnsc's Program::computeMatmulsIn: every tensor input
     of the ops autocast runs in its lower precision goes through
     aten::_autocast_to_reduced_precision (float32 -> dtype, anything else as is)."""
-    graph = inlined_graph(model)
-    down = "aten::_autocast_to_reduced_precision"
-
-    def rewrite(block):
-        changed = 0
-        for node in list(block.nodes()):
-            for inner in node.blocks():
-                changed += rewrite(inner)
-            if node.kind() not in LOW_PRECISION_OPS:
-                continue
-            for i, value in enumerate(list(node.inputs())):
-                if value.type().kind() != "TensorType" or value.node().kind() == down:
-                    continue
-                with graph.insert_point_guard(node):
-                    yes = graph.insertConstant(True)
-                    low = graph.insertConstant(dtype)
-                    cast = graph.insertNode(graph.create(down, [value, yes, yes, low, low]))
-                    cast.output().setType(value.type())
-                node.replaceInput(i, cast.output())
-            changed += 1
-        return changed
-
-    return rewrite(graph.block())
+    return cast_inputs(model, lambda node: node.kind() in LOW_PRECISION_OPS,
+                       "aten::_autocast_to_reduced_precision",
+                       lambda g: [g.insertConstant(True)] * 2 + [g.insertConstant(dtype)] * 2)
 
 
 def train_mixed(args, model, mp, optimizer, make_batch, accum, mbs, log, opt, sched, steps):
