@@ -224,9 +224,9 @@ OpCost byClass(const OpShapes &p, const OpTraits &t) {
   const std::string &op = p.node->op;
   if (op == "aten::sort" || op == "aten::argsort" || op == "aten::topk")
     return sortOp(p, t);
-  // x.to(dtype) or type_as into the dtype x has returns x itself: the trace
-  // keeps these casts for mixed precision (where they convert), and in one
-  // dtype they cost nothing.
+  // x.to(dtype) or type_as into the dtype x has returns x itself: nnsc-trace
+  // keeps x.float() for mixed precision (where it converts), and in one
+  // dtype it costs nothing.
   if ((op == "aten::to" || op == "aten::type_as") && !p.inputs.empty() && !p.outputs.empty() &&
       p.inputs[0].dtype == p.outputs[0].dtype && p.inputs[0].shape == p.outputs[0].shape) {
     OpCost c;

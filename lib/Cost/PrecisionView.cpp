@@ -59,8 +59,8 @@ ir::DType outputDType(const ir::Graph &graph, const ir::Node &node, ir::DType lo
   return low;
 }
 
-} // namespace
-
+// True when `node` computes in float32 under mixed precision whatever its
+// inputs: a loss operator, or a log_softmax all of whose `uses` are.
 bool computesInFloat32(const ir::Graph &graph, const ir::Node &node,
                        const std::vector<std::vector<int64_t>> &uses) {
   if (ops::isLossOp(node.op))
@@ -72,6 +72,8 @@ bool computesInFloat32(const ir::Graph &graph, const ir::Node &node,
     return ops::isLossOp(graph.nodes()[static_cast<size_t>(n)].op);
   });
 }
+
+} // namespace
 
 ir::Graph atPrecision(const ir::Graph &graph, Precision precision) {
   ir::Graph view = graph;

@@ -299,10 +299,10 @@ Status GraphExecutor::runOperator(Node *node) {
   if (stack.size() < node->outputs().size())
     return errorAt(node, "the operator returned fewer values than the graph expects");
   std::vector<c10::IValue> outputs(stack.end() - node->outputs().size(), stack.end());
-  // x.float() or probs.type_as(q) on a tensor of that dtype already returns
-  // x itself; under mixed precision it converts. The output gets a tensor of
-  // its own (a copy, not a view: a view of x would stand for x's newest
-  // value), so that later readers of x and of the cast's output stay apart.
+  // x.float() on a float32 tensor returns x itself; under mixed precision
+  // it converts. The output gets a tensor of its own (a copy, not a view: a
+  // view of x would stand for x's newest value), so that later readers of x
+  // and of the cast's output stay apart.
   if (const c10::FunctionSchema *schema = node->maybeSchema();
       schema && isDtypeCast(*schema, inputs) && outputs.size() == 1 && outputs[0].isTensor() &&
       inputs[0].isTensor() &&

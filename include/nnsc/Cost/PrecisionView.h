@@ -30,9 +30,4 @@ namespace nnsc::cost {
 /// `graph` with the dtypes of `precision`; a plain copy for fp32.
 ir::Graph atPrecision(const ir::Graph &graph, Precision precision);
 
-/// True when `node` computes in float32 under mixed precision whatever its
-/// inputs: a loss operator, or a log_softmax all of whose `uses` are.
-bool computesInFloat32(const ir::Graph &graph, const ir::Node &node,
-                       const std::vector<std::vector<int64_t>> &uses);
-
 } // namespace nnsc::cost

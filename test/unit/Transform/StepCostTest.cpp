@@ -1,6 +1,9 @@
-// The comm table as the RVD search's cost.
+// The comm table as the RVD search's cost; step inputs under mixed precision.
 #include "../CatchCompat.h"
 
+#include "../Plan/HandGraphs.h"
+#include "nnsc/Cost/PrecisionView.h"
+#include "nnsc/Plan/Plan.h"
 #include "nnsc/Transform/StepCost.h"
 
 using namespace nnsc;
@@ -48,4 +51,36 @@ TEST_CASE("the runtime's copies around a collective", "[transform][cost]") {
   op.args = {2, 1};
   CHECK(transform::stagingBytes(Primitive::AllToAll, 1000, op) == 4000);
   CHECK(transform::stagingBytes(Primitive::Chunk, 1000, op) == 0);
+}
+
+TEST_CASE("mixed precision: 16-bit parts, gradients reduced in float32", "[transform][cost]") {
+  ir::Graph g = testgraphs::mlp();
+  plan::PlanOptions options;
+  options.policy = "dp";
+  options.runtimeNgpus = 2;
+  auto plan = plan::makePlan(g, options);
+  REQUIRE(plan.isOk());
+  auto inputsAt = [&](cost::Precision p) {
+    ir::Graph view = cost::atPrecision(g, p);
+    auto pg = transform::partitionGraph(view, *plan);
+    REQUIRE(pg.isOk());
+    cost::MemoryOptions memory;
+    memory.precision = p;
+    return transform::stepInputs(view, *plan, *pg, memory);
+  };
+  std::vector<cost::StepInput> fp32 = inputsAt(cost::Precision::Float32);
+  std::vector<cost::StepInput> bf16 = inputsAt(cost::Precision::BFloat16);
+  REQUIRE(fp32.size() == 1);
+  REQUIRE(bf16.size() == 1);
+  // fc1's output: float32, then bf16 (half the bytes a part moves).
+  CHECK(fp32[0].parts[0].outputs[0].dtype == ir::DType::Float32);
+  CHECK(bf16[0].parts[0].outputs[0].dtype == ir::DType::BFloat16);
+  // The weights' gradients: 4 bytes an element on the wire either way
+  // (precision.grad_reduce_dtype's fp32 default), not the bf16 weights' 2.
+  REQUIRE(bf16[0].grads.size() == 2);
+  REQUIRE(fp32[0].grads.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(bf16[0].grads[i].bytes == fp32[0].grads[i].bytes);
+    CHECK(bf16[0].grads[i].bytes == 4 * 32 * 16);
+  }
 }
