@@ -10,6 +10,7 @@
 #   scripts/sanitize.sh -L 'unit|torch2'     # ctest arguments choose the tests instead
 # Inside the Debian 13 root (scripts/debian13.sh scripts/sanitize.sh, as .ci/run
 # does) the build goes to build/asan, which is the root's own, not the tree's.
+#   NNSC_CXX_STANDARD=20 scripts/sanitize.sh  # in C++20 (default: what LibTorch's headers ask)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build-asan
@@ -21,7 +22,8 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # -O0 without debug info: the cheapest build; LibTorch, which does the heavy
 # work, is not rebuilt, so the tests run nearly as fast as in Release.
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0" \
-  -DNNSC_SANITIZE=ON -DNNSC_UNITY_BUILD="${NNSC_UNITY_BUILD:-ON}" >/dev/null
+  -DNNSC_SANITIZE=ON -DNNSC_UNITY_BUILD="${NNSC_UNITY_BUILD:-ON}" \
+  -DNNSC_CXX_STANDARD="${NNSC_CXX_STANDARD:-}" >/dev/null
 cmake --build "$dir"
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:detect_odr_violation=0:verify_asan_link_order=0:${ASAN_OPTIONS:-}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}

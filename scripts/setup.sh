@@ -18,6 +18,8 @@
 # the golden tests need) the tests are not built, the tools are. The system's protobuf, fmt and spdlog headers take
 # precedence over the copies a wheel carries (cmake/NnscSystemFirst.cmake).
 #   NNSC_BUILD_DIR=DIR   build there (default build/)
+#   NNSC_CXX_STANDARD=20 the C++ standard (default: 17, or the newer one LibTorch's headers
+#                        demand: C++20 from PyTorch 2.12 on; cmake/NnscCxxStandard.cmake)
 #   NNSC_BUILD_TARGETS="T..."  build only these targets
 #   NNSC_SETUP_PRINT=1   print the choices (LibTorch, packages, CMake arguments) and stop
 set -euo pipefail
@@ -87,6 +89,7 @@ done
 BUILD=${NNSC_BUILD_DIR:-build}
 CMAKE_ARGS=(-S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
             -DNNSC_UNITY_BUILD="${NNSC_UNITY_BUILD:-ON}")
+[ -n "${NNSC_CXX_STANDARD:-}" ] && CMAKE_ARGS+=(-DNNSC_CXX_STANDARD="$NNSC_CXX_STANDARD")
 if [ "$TORCH" != debian ]; then
   CMAKE_ARGS+=(-DCMAKE_PREFIX_PATH="$TORCH")
   # Without LLVM's tools the golden tests cannot run: build the rest.
