@@ -76,16 +76,29 @@ int64_t encode(const Problem &p, const std::vector<int> &frontier,
 }
 
 // Keeps the entries no other beats on both memory and time; past `limit`
-// points, an even spread over memory (the extremes always kept).
+// points, an even spread over memory (the extremes always kept). Totals are
+// compared rounded (canonical), each rounded once: the sort compares an entry
+// about log n times, and canonical is four libm calls (rounding inside the
+// comparison made it most of the unfolded search's time).
 void paretoPrune(std::vector<Entry> &es, int64_t limit) {
-  std::stable_sort(es.begin(), es.end(), [](const Entry &a, const Entry &b) {
-    double ma = canonical(a.memory), mb = canonical(b.memory);
-    return ma != mb ? ma < mb : canonical(a.time) < canonical(b.time);
+  struct Key {
+    double memory, time;
+    size_t entry;
+  };
+  std::vector<Key> keys;
+  keys.reserve(es.size());
+  for (size_t i = 0; i < es.size(); ++i)
+    keys.push_back({canonical(es[i].memory), canonical(es[i].time), i});
+  std::stable_sort(keys.begin(), keys.end(), [](const Key &a, const Key &b) {
+    return a.memory != b.memory ? a.memory < b.memory : a.time < b.time;
   });
   std::vector<Entry> kept;
-  for (const Entry &e : es)
-    if (kept.empty() || canonical(e.time) < canonical(kept.back().time))
-      kept.push_back(e);
+  double keptTime = 0;
+  for (const Key &k : keys)
+    if (kept.empty() || k.time < keptTime) {
+      kept.push_back(es[k.entry]);
+      keptTime = k.time;
+    }
   if (static_cast<int64_t>(kept.size()) > limit && limit >= 2) {
     std::vector<Entry> thin;
     double step = double(kept.size() - 1) / double(limit - 1);
