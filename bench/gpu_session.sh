@@ -40,7 +40,10 @@ build() {
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv
   scripts/setup.sh
-  grep -E "nnsc: (NCCL backend|CUDA allocator)" build/CMakeCache.txt build/CMakeFiles/CMakeOutput.log 2>/dev/null || true
+  # The choices CMake printed (this stage's output is $W/build.log); without NCCL every
+  # later stage would fail at connect.
+  [ "$DEVICE" != cuda ] || grep -q "nnsc: NCCL backend ON" "$W/build.log" ||
+    { echo "gpu_session.sh: no NCCL backend: $(grep -m1 'nnsc: NCCL' "$W/build.log")"; exit 1; }
 }
 
 smoke() {
@@ -93,7 +96,8 @@ shakespeare() { DEVICE=$DEVICE PY=$PY bench/shakespeare_char.sh; }
 (($#)) || set -- build smoke throughput
 for s in "$@"; do
   case "$s" in
-    build | smoke | throughput | shakespeare) stage "$s" "$s"; [ "$s" = build ] || tail -8 "$W/$s.log" ;;
+    build) stage build build; grep -E "^-- nnsc: |^torch |^name" "$W/build.log" || true ;;
+    smoke | throughput | shakespeare) stage "$s" "$s"; tail -8 "$W/$s.log" ;;
     *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, shakespeare)" >&2; exit 2 ;;
   esac
 done

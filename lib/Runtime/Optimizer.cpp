@@ -325,7 +325,10 @@ Expected<at::Tensor> clipGradNorm(const std::vector<at::Tensor> &params,
     if (!norms.empty()) {
       at::Tensor n = at::stack(norms).to(at::kDouble);
       std::vector<double> count(copies.begin(), copies.end());
-      at::Tensor c = at::tensor(count, at::TensorOptions().dtype(at::kDouble)).to(device);
+      at::Tensor c = at::tensor(count, at::TensorOptions().dtype(at::kDouble));
+      // From pinned memory the copy is queued, not waited for (a copy from
+      // pageable memory synchronises the GPU every step).
+      c = device.is_cuda() ? c.pin_memory().to(device, /*non_blocking=*/true) : c.to(device);
       sq = (n * n / c).sum().reshape({1});
     }
     std::vector<at::Tensor> bufs{sq};

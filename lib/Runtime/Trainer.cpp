@@ -110,7 +110,7 @@ Expected<at::Tensor> gradientNorm(TrainerState &s) {
     for (auto &z : s.zero)
       sharded.push_back(z.get());
     return clipGradNormSharded(s.plainTrainable, s.plainReplicas, sharded, clip, s.comm->world(),
-                               s.layout.dpSize);
+                               s.layout.dpSize, s.device);
   }
   GradNormScope scope;
   scope.dpSize = s.layout.dpSize;

@@ -202,12 +202,14 @@ void ZeroOptimizer::zeroGrad() {
 }
 
 at::Tensor ZeroOptimizer::gradSquareSum() const {
-  at::Tensor sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble));
+  // Summed where the shards are: a copy to the host per bucket would wait for
+  // the GPU every step.
+  at::Tensor sum;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    at::Tensor n = l2Norm(reducer_.gradShard(b)).to(at::kCPU, at::kDouble);
-    sum.add_(n * n);
+    at::Tensor n = l2Norm(reducer_.gradShard(b)).to(at::kDouble);
+    sum = sum.defined() ? sum + n * n : n * n;
   }
-  return sum;
+  return sum.defined() ? sum : at::zeros({}, at::TensorOptions().dtype(at::kDouble));
 }
 
 void ZeroOptimizer::scaleGrads(const at::Tensor &coef) {
@@ -312,11 +314,12 @@ int64_t ZeroOptimizer::stateBytes() const {
 Expected<at::Tensor> clipGradNormSharded(const std::vector<at::Tensor> &params,
                                          const std::vector<int> &replicas,
                                          const std::vector<ZeroOptimizer *> &sharded,
-                                         double maxNorm, CommBackend &world, int64_t dpSize) {
+                                         double maxNorm, CommBackend &world, int64_t dpSize,
+                                         at::Device device) {
   at::NoGradGuard noGrad;
   const double dp = double(std::max<int64_t>(1, dpSize));
-  // Summed on the parameters' device (NCCL reduces device tensors only).
-  at::Device device = params.empty() ? at::Device(at::kCPU) : params[0].device();
+  // Summed on the run's device (NCCL reduces device tensors only), also where
+  // every trainable tensor is a shard and `params` is empty.
   at::Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device));
   std::vector<at::Tensor> grads;
   for (size_t i = 0; i < params.size(); ++i) {

@@ -102,10 +102,12 @@ private:
 /// The global gradient norm when some gradients are ZeRO shards: the plain
 /// `params` count as clipGradNorm's world formula says (||g||^2 / replicas,
 /// summed over ranks, / dp), every shard once; one float64 all-reduce over
-/// `world`, no host synchronisation. Clips and returns as clipGradNorm.
+/// `world` on `device` (the run's), no host synchronisation. Clips and
+/// returns as clipGradNorm.
 Expected<at::Tensor> clipGradNormSharded(const std::vector<at::Tensor> &params,
                                          const std::vector<int> &replicas,
                                          const std::vector<ZeroOptimizer *> &sharded,
-                                         double maxNorm, CommBackend &world, int64_t dpSize);
+                                         double maxNorm, CommBackend &world, int64_t dpSize,
+                                         at::Device device);
 
 } // namespace nnsc::rt
