@@ -378,7 +378,7 @@ Expected<Program> Program::compile(const std::string &source, const std::string 
       resolvers.push_back(resolver);
       program.functions_.push_back(defs.back().name().name());
     }
-    program.unit_->define(c10::nullopt, {}, {}, defs, resolvers, nullptr);
+    program.unit_->define({}, {}, {}, defs, resolvers, nullptr);
   } catch (const std::exception &e) {
     return Status::error(compileError(e.what(), fileName));
   }

@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/csrc/jit/python/update_graph_executor_opt.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include "PipelineRunner.h"
 #include "TensorIO.h"

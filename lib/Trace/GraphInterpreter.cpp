@@ -61,11 +61,10 @@ Expected<std::shared_ptr<torch::jit::Operator>> findOperator(const ir::Node &nod
 c10::IValue listValue(const ir::TensorListRef &refs, const c10::TypePtr &type, const ir::Node &node,
                       const TensorValues &values) {
   auto elem = type->expectRef<c10::ListType>().getElementType();
-  if (elem->cast<c10::OptionalType>()) {
-    c10::List<c10::optional<at::Tensor>> list;
+  if (elem->cast<c10::OptionalType>()) { // Tensor?[]: None where the index is negative
+    c10::impl::GenericList list(elem);
     for (int32_t i : refs.indices)
-      list.push_back(i < 0 ? c10::optional<at::Tensor>()
-                           : c10::optional<at::Tensor>(values.at(node.inputs.at(i))));
+      list.push_back(i < 0 ? c10::IValue() : c10::IValue(values.at(node.inputs.at(i))));
     return list;
   }
   c10::List<at::Tensor> list;

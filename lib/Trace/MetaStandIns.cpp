@@ -208,7 +208,7 @@ size_t installOverrides(Registry &r, c10::Dispatcher &dispatcher) {
     if (r.covered.count(key) || !op || op->hasKernelForDispatchKey(c10::DispatchKey::Meta))
       continue;
     r.handles.push_back(std::make_unique<c10::RegistrationHandleRAII>(
-        dispatcher.registerImpl(name, c10::DispatchKey::Meta, o.kernel, c10::nullopt, nullptr,
+        dispatcher.registerImpl(name, c10::DispatchKey::Meta, o.kernel, {}, nullptr,
                                 "nnsc meta override (lib/Trace/MetaStandIns.cpp)")));
     r.covered.insert(key);
     ++added;
@@ -230,10 +230,10 @@ size_t installMetaStandIns() {
     auto op = dispatcher.findOp(name);
     if (!op || !needsStandIn(*op))
       continue;
-    r.handles.push_back(std::make_unique<c10::RegistrationHandleRAII>(dispatcher.registerImpl(
-        name, c10::DispatchKey::Meta,
-        c10::KernelFunction::makeFromBoxedFunction<&metaStandInKernel>(), c10::nullopt, nullptr,
-        "nnsc meta stand-in (lib/Trace/MetaStandIns.cpp)")));
+    r.handles.push_back(std::make_unique<c10::RegistrationHandleRAII>(
+        dispatcher.registerImpl(name, c10::DispatchKey::Meta,
+                                c10::KernelFunction::makeFromBoxedFunction<&metaStandInKernel>(),
+                                {}, nullptr, "nnsc meta stand-in (lib/Trace/MetaStandIns.cpp)")));
     r.covered.insert(key);
     ++added;
   }
