@@ -9,6 +9,7 @@
 
 #include "nnsc/CodeGen/Program.h"
 #include "nnsc/Plan/PipelineSchedule.h"
+#include "nnsc/Runtime/PipelineManifest.h"
 #include "nnsc/Support/File.h"
 
 namespace nnsc::codegen {
@@ -204,6 +205,7 @@ void fillPipeTensors(const ir::Graph &graph, const std::vector<PipeTensorSpec> &
     t.set_dtype(toProtoDType(graph.tensor(spec.tensor).dtype));
     t.set_peer(spec.peer);
     t.set_tag(spec.tag);
+    t.set_peer_stage(spec.peerStage);
     t.set_requires_grad(spec.requiresGrad);
   }
 }
@@ -293,6 +295,86 @@ proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layo
     m.set_entry(layout.chunks[0].function);
   }
   return m;
+}
+
+namespace {
+
+// One pipeline transfer as a channel's two ends see it.
+struct Transfer {
+  int tag = 0, micro = 0;
+  bool operator==(const Transfer &o) const { return tag == o.tag && micro == o.micro; }
+};
+struct ChannelEnds {
+  std::vector<Transfer> sent, received;
+};
+
+// Appends what `m`'s `steps` send and receive to the channels they use, in
+// the order the runtime issues them (PipelineRunner::runStep).
+void addTransfers(const proto::RankManifest &m,
+                  const google::protobuf::RepeatedPtrField<proto::PipeStep> &steps,
+                  std::map<rt::PipeChannel, ChannelEnds> &channels) {
+  const int me = m.rank();
+  for (const proto::PipeStep &st : steps) {
+    if (st.chunk() < 0 || st.chunk() >= m.pipeline().chunks_size())
+      continue; // checkPipelineManifest's to report
+    const proto::PipeChunk &chunk = m.pipeline().chunks(st.chunk());
+    auto add = [&](const google::protobuf::RepeatedPtrField<proto::PipeTensor> &tensors,
+                   bool gradients, bool sending) {
+      for (const proto::PipeTensor &t : tensors) {
+        if (t.peer() == me || (gradients && !t.requires_grad()))
+          continue;
+        ChannelEnds &ends = channels[rt::pipeChannel(t, me, chunk.stage(), gradients, sending)];
+        (sending ? ends.sent : ends.received).push_back({t.tag(), st.micro()});
+      }
+    };
+    switch (st.kind()) {
+    case proto::PipeStep::RECV_ACTIVATIONS:
+      add(chunk.recv(), false, false);
+      break;
+    case proto::PipeStep::SEND_ACTIVATIONS:
+      add(chunk.send(), false, true);
+      break;
+    case proto::PipeStep::RECV_GRADIENTS:
+      add(chunk.send(), true, false);
+      break;
+    case proto::PipeStep::SEND_GRADIENTS:
+      add(chunk.recv(), true, true);
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+std::string describe(const std::vector<Transfer> &ts, size_t i) {
+  return i < ts.size() ? fmt::format("tag {} of micro-batch {}", ts[i].tag, ts[i].micro)
+                       : std::string("nothing");
+}
+
+} // namespace
+
+Status checkPipelineChannels(const std::vector<proto::RankManifest> &ranks) {
+  for (bool evaluation : {false, true}) {
+    std::map<rt::PipeChannel, ChannelEnds> channels;
+    for (const proto::RankManifest &m : ranks)
+      if (m.has_pipeline())
+        addTransfers(m, evaluation ? m.pipeline().eval_steps() : m.pipeline().steps(), channels);
+    for (const auto &[c, ends] : channels) {
+      if (ends.sent == ends.received)
+        continue;
+      size_t i = 0;
+      while (i < ends.sent.size() && i < ends.received.size() && ends.sent[i] == ends.received[i])
+        ++i;
+      return Status::internal(fmt::format(
+          "internal error: the pipeline's {} from rank {} (virtual stage {}) to rank {} (virtual "
+          "stage {}), {} schedule, are not received in the order they are sent: transfer {} is "
+          "{} at rank {} and {} at rank {} (NCCL pairs them by order)",
+          c.gradients ? "gradients" : "values", c.srcRank, c.srcStage, c.dstRank, c.dstStage,
+          evaluation ? "evaluation" : "training", i, describe(ends.sent, i), c.srcRank,
+          describe(ends.received, i), c.dstRank));
+    }
+  }
+  return Status::ok();
 }
 
 std::string manifestToJson(const proto::RankManifest &manifest) {

@@ -44,8 +44,8 @@ void printShard(const proto::Shard &s, std::ostream &os) {
 }
 
 std::string pipeTensorText(const proto::PipeTensor &t, const char *dir) {
-  return fmt::format("{} {} rank {} (tag {}{})", t.name(), dir, t.peer(), t.tag(),
-                     t.requires_grad() ? ", gradient back" : "");
+  return fmt::format("{} {} rank {} stage {} (tag {}{})", t.name(), dir, t.peer(), t.peer_stage(),
+                     t.tag(), t.requires_grad() ? ", gradient back" : "");
 }
 
 // "RA0 F0 SA0 RG0 B0 SG0": receive activations, forward, send activations,

@@ -368,9 +368,9 @@ private:
       for (size_t k = 0; k < pg_.transfers.size(); ++k) {
         const transform::StageTransfer &tr = pg_.transfers[k];
         if (tr.to == st)
-          addPipeTensor(tr, static_cast<int>(k), tr.target, tr.source, chunk.recv);
+          addPipeTensor(tr, static_cast<int>(k), tr.from, tr.target, tr.source, chunk.recv);
         if (tr.from == st)
-          addPipeTensor(tr, static_cast<int>(k), tr.source, tr.target, chunk.send);
+          addPipeTensor(tr, static_cast<int>(k), tr.to, tr.source, tr.target, chunk.send);
       }
       for (const transform::LossPart &part : pg_.loss.parts)
         chunk.hasLoss = chunk.hasLoss || (st == lossStage && part.device == device_);
@@ -396,8 +396,9 @@ private:
   }
 
   // This device's piece of `tr` in `here` (sent or received) and its peer in
-  // `there`, the same position of the other stage's layout.
-  void addPipeTensor(const transform::StageTransfer &tr, int tag,
+  // `there`, the same position of the other stage's layout (virtual stage
+  // `peerStage`).
+  void addPipeTensor(const transform::StageTransfer &tr, int tag, int peerStage,
                      const transform::RvdLayout &here, const transform::RvdLayout &there,
                      std::vector<PipeTensorSpec> &out) const {
     const std::vector<int> &devices = here.devices();
@@ -410,6 +411,7 @@ private:
     spec.shape = transform::pieceOf(here, tr.tensor, i).shape();
     spec.peer = layout_.dpRank * layout_.planNgpus + there.devices()[static_cast<size_t>(i)];
     spec.tag = tag;
+    spec.peerStage = peerStage;
     spec.requiresGrad = tr.needsGrad;
     out.push_back(std::move(spec));
   }

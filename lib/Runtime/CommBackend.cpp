@@ -59,6 +59,8 @@ std::shared_ptr<Work> Work::finished(Status status) {
 std::string GroupInfo::describe() const {
   if (id == kWorldGroup)
     return fmt::format("the world group ({} ranks)", ranks.size());
+  if (id == kPipelineChannelGroup)
+    return fmt::format("a pipeline channel (global ranks {})", fmt::join(ranks, ","));
   return fmt::format("group {} (global ranks {})", id, fmt::join(ranks, ","));
 }
 

@@ -20,6 +20,15 @@ Status checkTensor(const proto::RankManifest &m, const proto::PipeTensor &t,
                   m.world_size() - 1);
   if (t.tag() < 0 || t.tag() >= kPipelineGradientTag)
     return errorf("{}: tag {} is outside 0..{}", where, t.tag(), kPipelineGradientTag - 1);
+  // Every rank runs as many chunks, so the virtual stages number stages x chunks.
+  const int64_t virtualStages = int64_t(m.pipeline().stages()) * m.pipeline().chunks_size();
+  if (t.peer_stage() < 0 || t.peer_stage() >= virtualStages)
+    return errorf("{}: peer stage {} is outside the pipeline's virtual stages 0..{}", where,
+                  t.peer_stage(), virtualStages - 1);
+  if (t.peer() != m.rank() && m.format_version() < 2)
+    return errorf("{}: this manifest (format {}) predates the pipeline's channels between "
+                  "virtual stages (format 2): run nnsc-codegen again",
+                  where, m.format_version());
   if (safetensorsCodeOfProtoDType(t.dtype()).empty())
     return errorf("{}: unknown dtype {}", where, int(t.dtype()));
   double elements = 1;

@@ -1,6 +1,8 @@
 // The pipeline schedule's executor (PipelineRunner.h).
 #include "PipelineRunner.h"
 
+#include <set>
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -14,6 +16,26 @@
 #include "nnsc/Runtime/ShardTable.h"
 
 namespace nnsc::rt {
+
+namespace {
+
+// The channels this rank's transfers use (PipelineManifest.h PipeChannel):
+// each received or sent tensor's, and its gradient's the other way.
+std::set<PipeChannel> channelsOf(const TrainerState &s) {
+  const int me = s.env.rank;
+  std::set<PipeChannel> channels;
+  for (const proto::PipeChunk &chunk : s.manifest.pipeline().chunks())
+    for (bool sending : {false, true})
+      for (const proto::PipeTensor &t : sending ? chunk.send() : chunk.recv())
+        if (t.peer() != me) {
+          channels.insert(pipeChannel(t, me, chunk.stage(), false, sending));
+          if (t.requires_grad())
+            channels.insert(pipeChannel(t, me, chunk.stage(), true, !sending));
+        }
+  return channels;
+}
+
+} // namespace
 
 Expected<std::unique_ptr<PipelineRunner>> PipelineRunner::create(TrainerState &s) {
   const proto::Pipeline &p = s.manifest.pipeline();
@@ -56,7 +78,31 @@ Expected<std::unique_ptr<PipelineRunner>> PipelineRunner::create(TrainerState &s
     runner->chunks_.push_back(std::move(chunk));
   }
   runner->planReductions(s);
+  // In ascending order on every rank: the first channel not yet made has both
+  // its ranks making it, so no two ranks wait on each other.
+  for (const PipeChannel &c : channelsOf(s)) {
+    auto backend = s.comm->createChannel(
+        {std::min(c.srcRank, c.dstRank), std::max(c.srcRank, c.dstRank)},
+        fmt::format("nnsc/pipe/{}/{}-{}/{}-{}/", c.gradients ? "grad" : "value", c.srcRank,
+                    c.dstRank, c.srcStage, c.dstStage));
+    if (!backend)
+      return backend.status().withContext(fmt::format(
+          "pipeline: the channel of {} from rank {} (virtual stage {}) to rank {} "
+          "(virtual stage {})",
+          c.gradients ? "gradients" : "values", c.srcRank, c.srcStage, c.dstRank, c.dstStage));
+    runner->channels_[c] = backend.take();
+  }
   return runner;
+}
+
+Expected<PipelineRunner::Channel> PipelineRunner::channel(TrainerState &s, int stage,
+                                                          const proto::PipeTensor &t,
+                                                          bool gradients, bool sending) {
+  auto it = channels_.find(pipeChannel(t, s.env.rank, stage, gradients, sending));
+  if (it == channels_.end())
+    return Status::internal(fmt::format("error: rank {}: no pipeline channel {} rank {}",
+                                        s.env.rank, sending ? "to" : "from", t.peer()));
+  return Channel{it->second.get(), t.peer() < s.env.rank ? 0 : 1}; // the pair's ranks ascend
 }
 
 // Each chunk's last backward in the training schedule; a parameter is final
@@ -91,8 +137,8 @@ void PipelineRunner::planReductions(TrainerState &s) {
   }
 }
 
-Status PipelineRunner::receive(TrainerState &s, const proto::PipeTensor &t, bool gradient,
-                               at::Tensor &out) {
+Status PipelineRunner::receive(TrainerState &s, int stage, const proto::PipeTensor &t,
+                               bool gradient, at::Tensor &out) {
   auto type = scalarTypeOfCode(safetensorsCodeOfProtoDType(t.dtype()));
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
   if (t.peer() == s.env.rank) {
@@ -110,23 +156,29 @@ Status PipelineRunner::receive(TrainerState &s, const proto::PipeTensor &t, bool
   if (s.precision && at::isFloatingType(dtype))
     dtype = s.precision->computeDtype(); // activations travel in the compute dtype
   out = at::empty(shape, at::TensorOptions().dtype(dtype).device(s.device));
+  auto from = channel(s, stage, t, gradient, /*sending=*/false);
+  if (!from)
+    return from.status();
   Status st =
-      s.comm->world().recv(out, t.peer(), t.tag() + (gradient ? kPipelineGradientTag : 0))->wait();
+      from->backend->recv(out, from->peer, t.tag() + (gradient ? kPipelineGradientTag : 0))->wait();
   if (!st.isOk())
     return st.withContext(fmt::format("pipeline: receiving {} of {} from rank {}",
                                       gradient ? "the gradient" : "the value", t.name(), t.peer()));
   return Status::ok();
 }
 
-Status PipelineRunner::send(TrainerState &s, const proto::PipeTensor &t, bool gradient,
+Status PipelineRunner::send(TrainerState &s, int stage, const proto::PipeTensor &t, bool gradient,
                             const at::Tensor &value) {
   at::Tensor data = value.detach().contiguous();
   if (t.peer() == s.env.rank) {
     local_[{t.tag(), gradient}].push_back(data.clone());
     return Status::ok();
   }
+  auto to = channel(s, stage, t, gradient, /*sending=*/true);
+  if (!to)
+    return to.status();
   sends_.emplace_back(
-      s.comm->world().send(data, t.peer(), t.tag() + (gradient ? kPipelineGradientTag : 0)), data);
+      to->backend->send(data, to->peer, t.tag() + (gradient ? kPipelineGradientTag : 0)), data);
   return Status::ok();
 }
 
@@ -204,7 +256,7 @@ Status PipelineRunner::runStep(TrainerState &s, const proto::PipeStep &st, int64
     sl.received.clear();
     for (const proto::PipeTensor &t : spec.recv()) {
       at::Tensor value;
-      NNSC_RETURN_IF_ERROR(receive(s, t, false, value));
+      NNSC_RETURN_IF_ERROR(receive(s, spec.stage(), t, false, value));
       if (training && t.requires_grad())
         value.requires_grad_(true);
       sl.received.push_back(value);
@@ -215,7 +267,8 @@ Status PipelineRunner::runStep(TrainerState &s, const proto::PipeStep &st, int64
   case proto::PipeStep::SEND_ACTIVATIONS: {
     size_t first = spec.has_loss() ? 1 : 0;
     for (int i = 0; i < spec.send_size(); ++i)
-      NNSC_RETURN_IF_ERROR(send(s, spec.send(i), false, sl.outputs[first + size_t(i)]));
+      NNSC_RETURN_IF_ERROR(
+          send(s, spec.stage(), spec.send(i), false, sl.outputs[first + size_t(i)]));
     if (!training)
       sl.outputs.clear();
     return Status::ok();
@@ -225,7 +278,7 @@ Status PipelineRunner::runStep(TrainerState &s, const proto::PipeStep &st, int64
     for (const proto::PipeTensor &t : spec.send())
       if (t.requires_grad()) {
         at::Tensor grad;
-        NNSC_RETURN_IF_ERROR(receive(s, t, true, grad));
+        NNSC_RETURN_IF_ERROR(receive(s, spec.stage(), t, true, grad));
         sl.gradients.push_back(grad);
       }
     return Status::ok();
@@ -237,7 +290,7 @@ Status PipelineRunner::runStep(TrainerState &s, const proto::PipeStep &st, int64
         continue;
       const at::Tensor &leaf = sl.received[static_cast<size_t>(i)];
       at::Tensor grad = leaf.grad().defined() ? leaf.grad() : at::zeros_like(leaf);
-      NNSC_RETURN_IF_ERROR(send(s, spec.recv(i), true, grad));
+      NNSC_RETURN_IF_ERROR(send(s, spec.stage(), spec.recv(i), true, grad));
     }
     sl.received.clear();
     return Status::ok();

@@ -19,6 +19,7 @@
 
 #include "TrainerImpl.h"
 #include "nnsc/Runtime/Comm.h"
+#include "nnsc/Runtime/PipelineManifest.h"
 #include "nnsc/Support/Status.h"
 #include "nnsc/manifest.pb.h"
 
@@ -62,8 +63,18 @@ private:
   Status forward(TrainerState &s, const proto::PipeStep &st, int64_t step, bool training,
                  LossSum &lossSum);
   Status backward(TrainerState &s, const proto::PipeStep &st);
-  Status receive(TrainerState &s, const proto::PipeTensor &t, bool gradient, at::Tensor &out);
-  Status send(TrainerState &s, const proto::PipeTensor &t, bool gradient, const at::Tensor &value);
+  /// Transfers of tensor `t` of this rank's chunk of virtual stage `stage`.
+  Status receive(TrainerState &s, int stage, const proto::PipeTensor &t, bool gradient,
+                 at::Tensor &out);
+  Status send(TrainerState &s, int stage, const proto::PipeTensor &t, bool gradient,
+              const at::Tensor &value);
+  /// The channel a transfer of `t` uses, and the peer's rank in it.
+  struct Channel {
+    CommBackend *backend = nullptr;
+    int peer = 0;
+  };
+  Expected<Channel> channel(TrainerState &s, int stage, const proto::PipeTensor &t, bool gradients,
+                            bool sending);
   Slot &slot(int micro, int chunk) { return slots_[{micro, chunk}]; }
   void planReductions(TrainerState &s);
 
@@ -77,6 +88,8 @@ private:
   /// Training step index -> (reducer, parameter) pairs armed just before it:
   /// the backward after which no chunk of this rank adds to the gradient.
   std::map<int, std::vector<std::pair<size_t, size_t>>> armAt_;
+  /// The backends of this rank's pipeline channels.
+  std::map<PipeChannel, std::shared_ptr<CommBackend>> channels_;
 };
 
 } // namespace nnsc::rt

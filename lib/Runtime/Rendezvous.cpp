@@ -131,6 +131,22 @@ Status CommWorld::addGroup(const GroupSpec &spec) {
   return Status::ok();
 }
 
+Expected<std::shared_ptr<CommBackend>> CommWorld::createChannel(const std::vector<int> &ranks,
+                                                                const std::string &prefix) {
+  GroupSpec spec{kPipelineChannelGroup, ranks};
+  auto me = std::find(ranks.begin(), ranks.end(), env_.rank);
+  if (me == ranks.end() || !std::is_sorted(ranks.begin(), ranks.end()))
+    return Status::internal(fmt::format("error: rank {}: channel ranks {} do not list it, "
+                                        "ascending",
+                                        env_.rank, fmt::join(ranks, ",")));
+  GroupInfo info;
+  info.id = spec.id;
+  info.ranks = ranks;
+  info.rank = static_cast<int>(me - ranks.begin());
+  info.timeout = options_.timeout;
+  return createBackend(info, store_, prefix, options_, env_);
+}
+
 std::shared_ptr<CommBackend> CommWorld::group(int id) const {
   if (id == kWorldGroup)
     return world_;

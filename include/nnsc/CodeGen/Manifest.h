@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "nnsc/CodeGen/RankLayout.h"
 #include "nnsc/Cost/Memory.h"
@@ -15,7 +16,7 @@
 
 namespace nnsc::codegen {
 
-constexpr uint32_t kManifestFormatVersion = 1;
+constexpr uint32_t kManifestFormatVersion = 2; ///< 2: PipeTensor.peer_stage
 constexpr int64_t kDefaultBucketBytes = 25ll << 20;
 
 struct ManifestOptions {
@@ -45,6 +46,14 @@ proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layo
 void printManifest(const proto::RankManifest &manifest, std::ostream &os);
 /// The manifest as JSON (protobuf's mapping, proto field names) for scripts.
 std::string manifestToJson(const proto::RankManifest &manifest);
+
+/// Whether both ends of every pipeline channel (the values, or the
+/// gradients, one rank sends another: the runtime's pipelineChannelGroup)
+/// list the same transfers in the same order, in the training and the
+/// evaluation schedules: NCCL pairs a send with a receive by their order on
+/// the channel, not by tag, so a difference would swap tensors or hang. An
+/// error names the channel, the schedule and the first transfer that differs.
+Status checkPipelineChannels(const std::vector<proto::RankManifest> &ranks);
 
 Status writeManifest(const proto::RankManifest &manifest, const std::string &path);
 /// Errors name the file: "rank0.pb: error: not an nnsc rank manifest".

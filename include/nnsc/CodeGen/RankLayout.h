@@ -113,6 +113,7 @@ struct PipeTensorSpec {
   ir::Shape shape; ///< this rank's piece
   int peer = 0;    ///< global rank
   int tag = 0;     ///< the transfer's index
+  int peerStage = 0; ///< the virtual stage at the other end
   bool requiresGrad = false;
 };
 

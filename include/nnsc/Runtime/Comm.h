@@ -33,6 +33,8 @@ constexpr std::chrono::milliseconds kDefaultCommTimeout{60000};
 
 /// The registry id of the group of all ranks; manifest groups use ids >= 0.
 constexpr int kWorldGroup = -1;
+/// The id of a pipeline channel's group (CommWorld::createChannel).
+constexpr int kPipelineChannelGroup = -2;
 
 enum class ReduceOp { Sum, Max, Min };
 
@@ -197,6 +199,11 @@ public:
   CommBackend &world() { return *world_; }
   /// nullptr if this rank is not in group `id` (or it was never added).
   std::shared_ptr<CommBackend> group(int id) const;
+  /// A backend of its own over `ranks` (ascending, this rank among them),
+  /// rendezvousing under `prefix`, not registered for the nnsc ops: a
+  /// pipeline channel (PipelineManifest.h PipeChannel). All its ranks call it.
+  Expected<std::shared_ptr<CommBackend>> createChannel(const std::vector<int> &ranks,
+                                                       const std::string &prefix);
   /// The store every rank shares, for small coordination values.
   const c10::intrusive_ptr<c10d::Store> &store() const { return store_; }
 

@@ -153,3 +153,67 @@ TEST_CASE("rank shards come from the weights (by name or alias) and the graph", 
   Status st = codegen::writeRankShards(out, g, layoutOf(g, 1, 0), **partial, wpath);
   CHECK(st.message() == wpath + ": error: no tensor 'w' in the weights");
 }
+
+namespace {
+
+// A two-stage pipeline's manifest for `rank`: one chunk that receives (stage
+// 1) or sends (stage 0) tensor t0 from or to the other rank, and its steps for
+// micro-batches `micros` in order, forward then backward.
+proto::RankManifest pipeRank(int rank, const std::vector<std::pair<int, bool>> &passes) {
+  proto::RankManifest m;
+  m.set_rank(rank);
+  m.set_world_size(2);
+  m.set_format_version(codegen::kManifestFormatVersion);
+  m.mutable_pipeline()->set_stages(2);
+  proto::PipeChunk &c = *m.mutable_pipeline()->add_chunks();
+  c.set_stage(rank);
+  proto::PipeTensor &t = rank == 0 ? *c.add_send() : *c.add_recv();
+  t.set_name("t0");
+  t.set_peer(1 - rank);
+  t.set_peer_stage(1 - rank);
+  t.set_tag(7);
+  t.set_requires_grad(true);
+  auto add = [&](proto::PipeStep::Kind kind, int micro) {
+    proto::PipeStep &s = *m.mutable_pipeline()->add_steps();
+    s.set_kind(kind);
+    s.set_micro(micro);
+    s.set_chunk(0);
+  };
+  for (auto [micro, forward] : passes) {
+    if (forward)
+      add(rank == 0 ? proto::PipeStep::SEND_ACTIVATIONS : proto::PipeStep::RECV_ACTIVATIONS, micro);
+    else
+      add(rank == 0 ? proto::PipeStep::RECV_GRADIENTS : proto::PipeStep::SEND_GRADIENTS, micro);
+  }
+  return m;
+}
+
+} // namespace
+
+TEST_CASE("pipeline channels: both ends must list their transfers in one order", "[codegen]") {
+  // 1F1B on two stages: stage 0 runs F0 F1 B0 F2 B1 B2, stage 1 F0 B0 F1 B1 F2 B2. Per
+  // channel (values 0 -> 1, gradients 1 -> 0) the orders agree, though not across them.
+  proto::RankManifest s0 =
+      pipeRank(0, {{0, true}, {1, true}, {0, false}, {2, true}, {1, false}, {2, false}});
+  proto::RankManifest s1 =
+      pipeRank(1, {{0, true}, {0, false}, {1, true}, {1, false}, {2, true}, {2, false}});
+  CHECK(codegen::checkPipelineChannels({s0, s1}).isOk());
+
+  // Stage 1 taking micro-batch 1's gradient out of turn: the gradients' channel disagrees.
+  proto::RankManifest swapped =
+      pipeRank(1, {{0, true}, {1, true}, {1, false}, {0, false}, {2, true}, {2, false}});
+  Status st = codegen::checkPipelineChannels({s0, swapped});
+  REQUIRE_FALSE(st.isOk());
+  CHECK_THAT(st.message(),
+             Catch::Matchers::ContainsSubstring(
+                 "gradients from rank 1 (virtual stage 1) to rank 0 (virtual stage 0), training "
+                 "schedule, are not received in the order they are sent: transfer 0 is tag 7 of "
+                 "micro-batch 1 at rank 1 and tag 7 of micro-batch 0 at rank 0"));
+
+  // A transfer one end never makes.
+  proto::RankManifest short1 = pipeRank(1, {{0, true}, {0, false}, {1, true}, {1, false}});
+  st = codegen::checkPipelineChannels({s0, short1});
+  REQUIRE_FALSE(st.isOk());
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring(
+                               "transfer 2 is tag 7 of micro-batch 2 at rank 0 and nothing"));
+}

@@ -12,6 +12,7 @@ namespace {
 // loss; 1F1B over 2 micro-batches.
 proto::RankManifest lastStage() {
   proto::RankManifest m;
+  m.set_format_version(2);
   m.set_world_size(2);
   m.set_rank(1);
   proto::Pipeline &p = *m.mutable_pipeline();
@@ -29,6 +30,7 @@ proto::RankManifest lastStage() {
   t.add_shape(8);
   t.set_dtype(proto::FLOAT32);
   t.set_peer(0);
+  t.set_peer_stage(0);
   t.set_requires_grad(true);
   for (int micro = 0; micro < 2; ++micro)
     for (auto kind : {proto::PipeStep::RECV_ACTIVATIONS, proto::PipeStep::FORWARD,
@@ -80,6 +82,15 @@ TEST_CASE("bad pipeline numbers are errors naming the file and the entry", "[pip
   m.mutable_pipeline()->mutable_chunks(0)->mutable_recv(0)->set_tag(1 << 20);
   CHECK(check(m) == "rank1.pb: error: pipeline chunk 0 received tensor t5: tag 1048576 is outside "
                     "0..1048575");
+  m = lastStage();
+  m.mutable_pipeline()->mutable_chunks(0)->mutable_recv(0)->set_peer_stage(2);
+  CHECK(check(m) == "rank1.pb: error: pipeline chunk 0 received tensor t5: peer stage 2 is "
+                    "outside the pipeline's virtual stages 0..1");
+  m = lastStage();
+  m.set_format_version(1); // before PipeTensor.peer_stage: its channels cannot be named
+  CHECK(check(m) == "rank1.pb: error: pipeline chunk 0 received tensor t5: this manifest "
+                    "(format 1) predates the pipeline's channels between virtual stages "
+                    "(format 2): run nnsc-codegen again");
   m = lastStage();
   m.mutable_pipeline()->set_stage(2);
   CHECK(check(m) == "rank1.pb: error: pipeline stage 2 of 2 is impossible");
