@@ -117,9 +117,9 @@ Status runCodeGen(const CodeGenOptions &options, std::ostream &out, std::ostream
           checkShardSources(*graph, rank->layout, **weights, weightsPathOf(options)));
     ranks.push_back(rank.take());
   }
-  std::vector<proto::RankManifest> manifests;
+  std::vector<const proto::RankManifest *> manifests;
   for (const RankOutput &r : ranks)
-    manifests.push_back(r.manifest);
+    manifests.push_back(&r.manifest);
   NNSC_RETURN_IF_ERROR(checkPipelineChannels(manifests));
   if (!options.outDir.empty()) {
     NNSC_RETURN_IF_ERROR(makeDirs(options.outDir));

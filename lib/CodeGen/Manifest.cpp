@@ -317,31 +317,19 @@ void addTransfers(const proto::RankManifest &m,
   for (const proto::PipeStep &st : steps) {
     if (st.chunk() < 0 || st.chunk() >= m.pipeline().chunks_size())
       continue; // checkPipelineManifest's to report
+    const bool gradients = st.kind() == proto::PipeStep::RECV_GRADIENTS ||
+                           st.kind() == proto::PipeStep::SEND_GRADIENTS;
+    const bool sending = st.kind() == proto::PipeStep::SEND_ACTIVATIONS ||
+                         st.kind() == proto::PipeStep::SEND_GRADIENTS;
+    if (!gradients && !sending && st.kind() != proto::PipeStep::RECV_ACTIVATIONS)
+      continue; // a forward or a backward
     const proto::PipeChunk &chunk = m.pipeline().chunks(st.chunk());
-    auto add = [&](const google::protobuf::RepeatedPtrField<proto::PipeTensor> &tensors,
-                   bool gradients, bool sending) {
-      for (const proto::PipeTensor &t : tensors) {
-        if (t.peer() == me || (gradients && !t.requires_grad()))
-          continue;
-        ChannelEnds &ends = channels[rt::pipeChannel(t, me, chunk.stage(), gradients, sending)];
-        (sending ? ends.sent : ends.received).push_back({t.tag(), st.micro()});
-      }
-    };
-    switch (st.kind()) {
-    case proto::PipeStep::RECV_ACTIVATIONS:
-      add(chunk.recv(), false, false);
-      break;
-    case proto::PipeStep::SEND_ACTIVATIONS:
-      add(chunk.send(), false, true);
-      break;
-    case proto::PipeStep::RECV_GRADIENTS:
-      add(chunk.send(), true, false);
-      break;
-    case proto::PipeStep::SEND_GRADIENTS:
-      add(chunk.recv(), true, true);
-      break;
-    default:
-      break;
+    // Values go out along `send` and come in along `recv`; gradients the other way.
+    for (const proto::PipeTensor &t : sending != gradients ? chunk.send() : chunk.recv()) {
+      if (t.peer() == me || (gradients && !t.requires_grad()))
+        continue;
+      ChannelEnds &ends = channels[rt::pipeChannel(t, me, chunk.stage(), gradients, sending)];
+      (sending ? ends.sent : ends.received).push_back({t.tag(), st.micro()});
     }
   }
 }
@@ -353,12 +341,12 @@ std::string describe(const std::vector<Transfer> &ts, size_t i) {
 
 } // namespace
 
-Status checkPipelineChannels(const std::vector<proto::RankManifest> &ranks) {
+Status checkPipelineChannels(const std::vector<const proto::RankManifest *> &ranks) {
   for (bool evaluation : {false, true}) {
     std::map<rt::PipeChannel, ChannelEnds> channels;
-    for (const proto::RankManifest &m : ranks)
-      if (m.has_pipeline())
-        addTransfers(m, evaluation ? m.pipeline().eval_steps() : m.pipeline().steps(), channels);
+    for (const proto::RankManifest *m : ranks)
+      if (m->has_pipeline())
+        addTransfers(*m, evaluation ? m->pipeline().eval_steps() : m->pipeline().steps(), channels);
     for (const auto &[c, ends] : channels) {
       if (ends.sent == ends.received)
         continue;

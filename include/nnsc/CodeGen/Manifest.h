@@ -53,7 +53,7 @@ std::string manifestToJson(const proto::RankManifest &manifest);
 /// evaluation schedules: NCCL pairs a send with a receive by their order on
 /// the channel, not by tag, so a difference would swap tensors or hang. An
 /// error names the channel, the schedule and the first transfer that differs.
-Status checkPipelineChannels(const std::vector<proto::RankManifest> &ranks);
+Status checkPipelineChannels(const std::vector<const proto::RankManifest *> &ranks);
 
 Status writeManifest(const proto::RankManifest &manifest, const std::string &path);
 /// Errors name the file: "rank0.pb: error: not an nnsc rank manifest".

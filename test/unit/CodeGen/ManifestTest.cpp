@@ -197,12 +197,12 @@ TEST_CASE("pipeline channels: both ends must list their transfers in one order",
       pipeRank(0, {{0, true}, {1, true}, {0, false}, {2, true}, {1, false}, {2, false}});
   proto::RankManifest s1 =
       pipeRank(1, {{0, true}, {0, false}, {1, true}, {1, false}, {2, true}, {2, false}});
-  CHECK(codegen::checkPipelineChannels({s0, s1}).isOk());
+  CHECK(codegen::checkPipelineChannels({&s0, &s1}).isOk());
 
   // Stage 1 taking micro-batch 1's gradient out of turn: the gradients' channel disagrees.
   proto::RankManifest swapped =
       pipeRank(1, {{0, true}, {1, true}, {1, false}, {0, false}, {2, true}, {2, false}});
-  Status st = codegen::checkPipelineChannels({s0, swapped});
+  Status st = codegen::checkPipelineChannels({&s0, &swapped});
   REQUIRE_FALSE(st.isOk());
   CHECK_THAT(st.message(),
              Catch::Matchers::ContainsSubstring(
@@ -212,7 +212,7 @@ TEST_CASE("pipeline channels: both ends must list their transfers in one order",
 
   // A transfer one end never makes.
   proto::RankManifest short1 = pipeRank(1, {{0, true}, {0, false}, {1, true}, {1, false}});
-  st = codegen::checkPipelineChannels({s0, short1});
+  st = codegen::checkPipelineChannels({&s0, &short1});
   REQUIRE_FALSE(st.isOk());
   CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring(
                                "transfer 2 is tag 7 of micro-batch 2 at rank 0 and nothing"));
