@@ -12,6 +12,11 @@
 #                against eager (about 5 minutes: a call of its own)
 #   bench/gpu_session.sh [STAGE...]        (default: build smoke throughput)
 #   TEXT=gpu-data/tinyshakespeare.txt bench/gpu_session.sh shakespeare
+# DEBS=DIR (build): a folder of Debian 12 packages (.deb) to unpack into / for each library the
+# machine lacks (it has no apt): protobuf, yaml-cpp, fmt, spdlog, nlohmann-json, CLI11. Fetch
+# them where apt works:  apt-get download libprotobuf-dev libprotobuf32 libprotobuf-lite32
+#   libprotoc32 protobuf-compiler libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9
+#   libspdlog-dev libspdlog1.10 nlohmann-json3-dev libcli11-dev
 # TEXT: ../shared does not travel to the device machine: copy the corpus into a git-ignored
 # folder of the checkout and name it in the device call's carry.
 set -euo pipefail
@@ -36,7 +41,28 @@ stage() { # name command...: runs it, its output in $W/<name>.log, and prints it
   echo "== $name done in $((SECONDS - start)) s"
 }
 
+unpack_missing() { # unpacks $DEBS's packages of each library whose header is missing
+  local header pkgs p f
+  while read -r header pkgs; do
+    [ -e "$header" ] && continue
+    for p in $pkgs; do
+      f=$(compgen -G "$DEBS/${p}_*.deb" | head -1) || { echo "gpu_session.sh: no $p in $DEBS"; exit 1; }
+      echo "unpacking $f ($header is missing)"
+      dpkg -x "$f" /
+    done
+  done <<'LIBS'
+/usr/include/google/protobuf/message.h libprotobuf-dev libprotobuf32 libprotobuf-lite32 libprotoc32 protobuf-compiler
+/usr/include/yaml-cpp/yaml.h libyaml-cpp-dev libyaml-cpp0.7
+/usr/include/fmt/format.h libfmt-dev libfmt9
+/usr/include/spdlog/spdlog.h libspdlog-dev libspdlog1.10
+/usr/include/nlohmann/json.hpp nlohmann-json3-dev
+/usr/include/CLI/CLI.hpp libcli11-dev
+LIBS
+  ldconfig
+}
+
 build() {
+  [ -z "${DEBS:-}" ] || unpack_missing
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv
   scripts/setup.sh

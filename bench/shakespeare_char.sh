@@ -47,7 +47,7 @@ echo "config $CONFIG, batch $MBS, $STEPS steps, validation of $VAL_BATCHES batch
 t0=$(date +%s.%N)
 $B/nnsc-run "$W/cfg.yaml" --nproc-per-node 1 > "$W/nnsc.log"
 t1=$(date +%s.%N)
-"$PY" - "$W/run/metrics.jsonl" "$(echo "$t1 - $t0" | bc)" > "$W/nnsc.txt" <<'PY'
+"$PY" - "$W/run/metrics.jsonl" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" > "$W/nnsc.txt" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 for r in rows:

@@ -17,6 +17,8 @@
 # named and the build goes on with what is there; without LLVM's lit and FileCheck (which
 # the golden tests need) the tests are not built, the tools are. The system's protobuf, fmt and spdlog headers take
 # precedence over the copies a wheel carries (cmake/NnscSystemFirst.cmake).
+#   NNSC_OFFLINE=1       do not run apt-get (a machine without network): name the missing
+#                        packages and build with what is there (not with Debian's LibTorch)
 #   NNSC_BUILD_DIR=DIR   build there (default build/)
 #   NNSC_CXX_STANDARD=20 the C++ standard (default: 17, or the newer one LibTorch's headers
 #                        demand: C++20 from PyTorch 2.12 on; cmake/NnscCxxStandard.cmake)
@@ -108,9 +110,12 @@ fi
 [ "$TORCH" != debian ] && echo "setup: LibTorch from $TORCH${TORCH_WHY:+ ($TORCH_WHY)}"
 
 if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
+  echo "setup: missing ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  if ! { $SUDO apt-get update -qq &&
+  if [ "${NNSC_OFFLINE:-0}" = 1 ]; then
+    [ "$TORCH" = debian ] && die "NNSC_OFFLINE=1, but Debian's LibTorch needs ${missing[*]}"
+    echo "setup: warning: NNSC_OFFLINE=1: not installing ${missing[*]}; building with what is here" >&2
+  elif ! { $SUDO apt-get update -qq &&
          DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; }; then
     [ "$TORCH" = debian ] && die "apt-get could not install ${missing[*]}"
     echo "setup: warning: could not install ${missing[*]} (no network or no apt?); building with what is here" >&2
