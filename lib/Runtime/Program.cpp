@@ -220,12 +220,24 @@ const std::map<std::string, size_t> &trainFlags() {
       {"aten::alpha_dropout", 2},     {"aten::alpha_dropout_", 2},
       {"aten::feature_alpha_dropout", 2}, {"aten::feature_alpha_dropout_", 2},
       {"aten::native_dropout", 2},    {"aten::batch_norm", 5},
-      {"aten::native_batch_norm", 5}};
+      {"aten::native_batch_norm", 5}, {"aten::rrelu", 3}};
   return flags;
 }
 
-// Sets every train flag of `block` (and its nested blocks) to False, and
-// drops the writes into the function's arguments: a traced train-mode step
+// The operators whose float argument at `index` is a dropout probability that
+// the module computes as `p if self.training else 0.0` (nanoGPT's attention):
+// a train-mode trace holds p there, which eval mode must not apply.
+const std::map<std::string, size_t> &dropoutProbabilities() {
+  static const std::map<std::string, size_t> probabilities = {
+      {"aten::scaled_dot_product_attention", 4},
+      {"aten::_scaled_dot_product_flash_attention", 3},
+      {"aten::_scaled_dot_product_efficient_attention", 5},
+      {"aten::_scaled_dot_product_cudnn_attention", 5}};
+  return probabilities;
+}
+
+// Sets every train flag of `block` (and its nested blocks) to False and every
+// dropout probability of attention to 0, and drops the writes into the function's arguments: a traced train-mode step
 // writes its buffers back with `p.copy_(...)` (num_batches_tracked += 1),
 // which an eval-mode module does not.
 void setEvalFlags(torch::jit::Graph &graph, torch::jit::Block *block) {
@@ -236,11 +248,14 @@ void setEvalFlags(torch::jit::Graph &graph, torch::jit::Block *block) {
     if (node->kind() == c10::Symbol::fromQualString("aten::copy_") &&
         node->input(0)->node()->kind() == c10::prim::Param)
       writes.push_back(node);
-    auto flag = trainFlags().find(node->kind().toQualString());
-    if (flag == trainFlags().end() || node->inputs().size() <= flag->second)
-      continue;
+    const char *op = node->kind().toQualString();
     torch::jit::WithInsertPoint here(node);
-    node->replaceInput(flag->second, graph.insertConstant(false));
+    if (auto flag = trainFlags().find(op);
+        flag != trainFlags().end() && node->inputs().size() > flag->second)
+      node->replaceInput(flag->second, graph.insertConstant(false));
+    if (auto p = dropoutProbabilities().find(op);
+        p != dropoutProbabilities().end() && node->inputs().size() > p->second)
+      node->replaceInput(p->second, graph.insertConstant(0.0));
   }
   for (torch::jit::Node *write : writes) {
     write->output()->replaceAllUsesWith(write->input(0));

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "nnsc/Runtime/Program.h"
+#include "nnsc/Torch/Compat.h"
 
 using namespace nnsc;
 using namespace nnsc::rt;
@@ -220,6 +221,29 @@ def step(x: Tensor, w: Tensor, b: Tensor, mean: Tensor, var: Tensor, count: Tens
   CHECK(at::equal((*again)[1], x));
   CHECK(count.item<int64_t>() == 1);
 }
+
+#if NNSC_TORCH_AT_LEAST(2, 0)
+// nanoGPT's attention passes `dropout if self.training else 0.0` to
+// scaled_dot_product_attention: a train-mode trace holds the probability there.
+TEST_CASE("Eval mode: scaled_dot_product_attention's dropout probability is 0") {
+  auto program = Program::compile(R"(
+def step(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    return torch.scaled_dot_product_attention(q, k, v, None, 0.5, True)
+)",
+                                  "rank0.py");
+  REQUIRE(program.isOk());
+  REQUIRE(program->setEntry("step").isOk());
+  at::manual_seed(0);
+  at::Tensor q = at::randn({2, 3, 8, 4}), k = at::randn({2, 3, 8, 4}), v = at::randn({2, 3, 8, 4});
+  at::Tensor expected = at::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+  auto eval = program->run({q, k, v}, Program::Mode::Eval);
+  REQUIRE(eval.isOk());
+  CHECK(at::allclose((*eval)[0], expected));
+  auto train = program->run({q, k, v});
+  REQUIRE(train.isOk());
+  CHECK_FALSE(at::allclose((*train)[0], expected)); // half the attention weights dropped
+}
+#endif
 
 TEST_CASE("computeLossesInFloat32: loss operators (and a log_softmax feeding only losses) take "
           "float32 inputs, gradients flow back in bf16") {
