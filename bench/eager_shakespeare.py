@@ -3,14 +3,16 @@
 eager_shakespeare.py --data DIR [--config default] [--mbs 64] [--steps 5000] [--lr 1e-3]
     [--min-lr 1e-4] [--warmup 100] [--beta2 0.99] [--weight-decay 0.1] [--grad-clip 1.0]
     [--val-every 250] [--val-batches 200] [--log-every 10] [--device cuda|cpu]
-    [--precision bf16|fp32] [--seed 1337] [--threads N]
+    [--precision bf16|fp32] [--dropout P] [--val-windows nnsc|random] [--seed 1337]
+    [--threads N]
 
 Trains examples/nanogpt's GPT on DIR/train.bin (nnsc-prepare-data's uint16 ids) as nanoGPT's
 train.py does: random windows of the training split each step, AdamW over two groups (weight
 decay on tensors of >= 2 dims; fused on cuda where this torch has it), get_lr's warmup and
 cosine, clip_grad_norm_, bf16 under torch.autocast, a host read of the loss every log-every
 steps. Validation as nnsc-run's (after every val-every steps and at the end): model.eval(),
-val-batches windows of DIR/val.bin, the same windows each time. Prints one line per
+val-batches windows of DIR/val.bin, the same windows each time: nnsc-run's own (its
+data formula with seed 0, docs/trainer-config.md) unless --val-windows random. Prints one line per
 validation, `eager step N val loss X elapsed Y s`, and at the end `eager best val loss X at
 step N (elapsed Y s); total Z s`. Elapsed times start after the model, optimizer and data are
 ready (as nnsc-run's elapsed_s starts with its training loop), the device synchronised."""
@@ -72,6 +74,10 @@ def main():
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
+    ap.add_argument("--val-windows", default="nnsc", choices=["nnsc", "random"],
+                    help="nnsc: the windows nnsc-run validates on (data seed 0); random: drawn "
+                         "once with seed 1")
+    ap.add_argument("--dropout", type=float, default=None, help="the config's dropout by default")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
@@ -79,6 +85,8 @@ def main():
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     cfg = CONFIGS[args.config]
+    if args.dropout is not None:
+        cfg = dataclasses.replace(cfg, dropout=args.dropout)
     T = cfg.block_size
     train = np.memmap(os.path.join(args.data, "train.bin"), dtype=np.uint16, mode="r")
     val = np.memmap(os.path.join(args.data, "val.bin"), dtype=np.uint16, mode="r")
@@ -96,8 +104,13 @@ def main():
 
     def validate():
         model.eval()
-        starts = torch.randint(len(val) - T - 1, (args.val_batches, args.mbs),
-                               generator=torch.Generator().manual_seed(1))
+        if args.val_windows == "nnsc":  # nnsc-run's sampleOffset with data seed 0
+            starts = torch.tensor([[(g * 2654435761 % (1 << 64)) % (len(val) - T - 1)
+                                    for g in range(b * args.mbs, (b + 1) * args.mbs)]
+                                   for b in range(args.val_batches)])
+        else:
+            starts = torch.randint(len(val) - T - 1, (args.val_batches, args.mbs),
+                                   generator=torch.Generator().manual_seed(1))
         total = torch.zeros((), device=args.device)
         with torch.no_grad():
             for b in range(args.val_batches):

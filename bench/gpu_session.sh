@@ -123,7 +123,7 @@ shakespeare() { DEVICE=$DEVICE PY=$PY bench/shakespeare_char.sh; }
 for s in "$@"; do
   case "$s" in
     build) stage build build; grep -E "^-- nnsc: |^torch |^name" "$W/build.log" || true ;;
-    smoke | throughput | shakespeare) stage "$s" "$s"; tail -8 "$W/$s.log" ;;
+    smoke | throughput | shakespeare) stage "$s" "$s"; tail -14 "$W/$s.log" ;;
     *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, shakespeare)" >&2; exit 2 ;;
   esac
 done

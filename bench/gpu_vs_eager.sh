@@ -3,8 +3,10 @@
 # nanoGPT config and micro-batch (issue 9's benchmark; run on a GPU machine,
 # never part of CI). Both train with AdamW on synthetic tokens and exclude the
 # first WARMUP steps (nnsc-run reads its losses every WARMUP steps, so on cuda
-# the measured steps' times come from reads after the warmup); fp32, then bf16: nnsc-run with precision.mode bf16 (bf16
-# weights and activations, float32 masters), eager with torch.autocast(bf16)
+# the measured steps' times come from reads after the warmup); fp32, then bf16
+# twice: nnsc-run with precision.mode bf16 in recipe megatron (bf16 weights and
+# activations, float32 masters) and in recipe autocast (float32 weights, the
+# casts torch.autocast makes), against one eager run with torch.autocast(bf16)
 # as nanoGPT's train.py. Prints each side's tokens/s, the ratio nnsc / eager
 # (goal >= 1.0) and the MFU of each:
 #   MFU = tokens/s x (6 N + 12 L H Q T) / PEAK
@@ -36,20 +38,20 @@ $B/nnsc-trace "$W/real/model.pt" --inputs "$W/real/inputs.yaml" -o "$W/real" --n
 $B/nnsc-plan "$W/real/graph.pb" --policy dp --runtime-ngpus 1 -o "$W/plan.pb" > /dev/null
 $B/nnsc-codegen "$W/real/graph.pb" "$W/plan.pb" -o "$W/prog" > /dev/null
 vocab=$("$PY" -c "import sys; sys.path.insert(0, 'examples/nanogpt'); from model import CONFIGS; print(CONFIGS['$CONFIG'].vocab_size)")
-nnsc_tps() { # precision -> tokens/s over the steps after the warmup
-  cat > "$W/cfg-$1.yaml" <<YAML
+nnsc_tps() { # precision recipe -> tokens/s over the steps after the warmup
+  cat > "$W/cfg-$1-$2.yaml" <<YAML
 program: $W/prog
-run_dir: $W/run-$1
+run_dir: $W/run-$1-$2
 device: $DEVICE
 report_memory: "false"
 data: {kind: synthetic, vocab_size: $vocab}
 train: {steps: $((STEPS + WARMUP)), log_every: $((WARMUP > 0 ? WARMUP : 1))}
 optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}
 checkpoint: {every: 0, keep_last: 1}
-precision: {mode: $1}
+precision: {mode: $1, recipe: $2}
 YAML
-  $B/nnsc-run "$W/cfg-$1.yaml" --nproc-per-node 1 > "$W/nnsc-$1.log"
-  "$PY" - "$W/run-$1/metrics.jsonl" "$WARMUP" <<'PY'
+  $B/nnsc-run "$W/cfg-$1-$2.yaml" --nproc-per-node 1 > "$W/nnsc-$1-$2.log"
+  "$PY" - "$W/run-$1-$2/metrics.jsonl" "$WARMUP" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows = [r for r in rows if r["step"] > int(sys.argv[2])]
@@ -58,11 +60,17 @@ PY
 }
 echo "config $CONFIG, micro-batch $MBS, 1 $DEVICE device, $STEPS measured steps after $WARMUP; flops/token $flops, peak $PEAK"
 for precision in fp32 bf16; do
-  nnsc=$(nnsc_tps "$precision")
   eager=$("$PY" bench/eager_reference.py --config "$CONFIG" --mbs "$MBS" --steps "$STEPS" \
             --warmup "$WARMUP" --device "$DEVICE" --precision "$precision" |
           sed -n 's/eager tokens\/s: \([0-9.]*\).*/\1/p')
-  awk -v p="$precision" -v n="$nnsc" -v e="$eager" -v f="$flops" -v peak="$PEAK" 'BEGIN {
-    printf "%s: nnsc-run %.1f tokens/s (MFU %.1f%%), PyTorch eager %.1f tokens/s (MFU %.1f%%), ratio nnsc / eager %.2f\n",
-      p, n, 100 * n * f / peak, e, 100 * e * f / peak, n / e }'
+  recipes=megatron
+  [ "$precision" = fp32 ] || recipes="megatron autocast"
+  for recipe in $recipes; do
+    nnsc=$(nnsc_tps "$precision" "$recipe")
+    label=$precision
+    [ "$precision" = fp32 ] || label="$precision ($recipe)"
+    awk -v p="$label" -v n="$nnsc" -v e="$eager" -v f="$flops" -v peak="$PEAK" 'BEGIN {
+      printf "%s: nnsc-run %.1f tokens/s (MFU %.1f%%), PyTorch eager %.1f tokens/s (MFU %.1f%%), ratio nnsc / eager %.2f\n",
+        p, n, 100 * n * f / peak, e, 100 * e * f / peak, n / e }'
+  done
 done

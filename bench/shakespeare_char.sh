@@ -3,11 +3,13 @@
 # acceptance run; on a GPU machine, never part of CI). Both train examples/nanogpt's default
 # config (6 layers, 6 heads, 384 wide, block 256, dropout 0.2) on the same character-level
 # data: batch 64, AdamW lr 1e-3 betas (0.9, 0.99) weight decay 0.1, warmup 100 then cosine to
-# 1e-4 at STEPS, clip 1, bf16 (nnsc-run: precision.mode bf16 with float32 masters; eager:
-# torch.autocast), validation of VAL_BATCHES batches in eval mode after every VAL_EVERY steps.
-# Prints each side's validation losses and wall times, the best of each and the ratios
-# nnsc / eager of the time to the best loss and of the whole run; the goal is nnsc's best
-# <= TARGET (1.47) in no more time than eager.
+# 1e-4 at STEPS, clip 1, bf16 (eager: torch.autocast; nnsc-run: precision.mode bf16 once per
+# recipe in RECIPES: autocast, float32 weights with autocast's casts, the same numerics as
+# eager's; megatron, bf16 weights and activations with float32 masters), validation of
+# VAL_BATCHES batches in eval mode after every VAL_EVERY steps, on the same windows (nnsc-run's;
+# eager_shakespeare.py --val-windows nnsc). Prints each run's validation losses and wall times,
+# the best of each and, per recipe, the ratios nnsc / eager of the time to the best loss and of
+# the whole run; the goal is nnsc's best <= TARGET (1.47) in no more time than eager.
 #   TEXT=data/tinyshakespeare.txt DEVICE=cuda PY=python3 bench/shakespeare_char.sh
 # A CPU smoke run (minutes):
 #   DEVICE=cpu CONFIG=tiny MBS=4 STEPS=20 VAL_EVERY=10 VAL_BATCHES=2 bench/shakespeare_char.sh
@@ -15,6 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEVICE=${DEVICE:-cuda} CONFIG=${CONFIG:-default} MBS=${MBS:-64} STEPS=${STEPS:-5000}
 VAL_EVERY=${VAL_EVERY:-250} VAL_BATCHES=${VAL_BATCHES:-200} PRECISION=${PRECISION:-bf16}
+DROPOUT=${DROPOUT:-} # the config's (0.2 for default) unless set
+RECIPES=${RECIPES:-autocast megatron} # precision.recipe of each nnsc-run (bf16 only)
 TARGET=${TARGET:-1.47}
 TEXT=${TEXT:-../shared/data/tinyshakespeare.txt}
 PY=${PY:-$(command -v python3)}
@@ -26,14 +30,17 @@ rm -rf "$W" && mkdir -p "$W"
 trap 'echo "shakespeare_char.sh: failed; see $W/*.log" >&2' ERR
 {
   $B/nnsc-prepare-data "$TEXT" -o "$W/data"
-  "$PY" examples/nanogpt/export.py --config "$CONFIG" --batch "$MBS" --out "$W/model"
+  "$PY" examples/nanogpt/export.py --config "$CONFIG" --batch "$MBS" --out "$W/model" ${DROPOUT:+--dropout "$DROPOUT"}
   $B/nnsc-trace "$W/model/model.pt" --inputs "$W/model/inputs.yaml" -o "$W/model" --no-verify
   $B/nnsc-plan "$W/model/graph.pb" --policy dp --runtime-ngpus 1 -o "$W/plan.pb"
   $B/nnsc-codegen "$W/model/graph.pb" "$W/plan.pb" -o "$W/prog"
 } > "$W/tools.log" 2>&1
-cat > "$W/cfg.yaml" <<YAML
+echo "config $CONFIG, batch $MBS, $STEPS steps, validation of $VAL_BATCHES batches every $VAL_EVERY, $PRECISION, 1 $DEVICE device"
+[ "$PRECISION" = bf16 ] || RECIPES=megatron
+for recipe in $RECIPES; do
+  cat > "$W/cfg-$recipe.yaml" <<YAML
 program: $W/prog
-run_dir: $W/run
+run_dir: $W/run-$recipe
 device: $DEVICE
 report_memory: "false"
 data: {train: $W/data/train.bin, val: $W/data/val.bin}
@@ -41,30 +48,33 @@ train: {steps: $STEPS, log_every: 10, val_every: $VAL_EVERY, val_batches: $VAL_B
 optimizer: {name: adamw, lr: 1.0e-3, betas: [0.9, 0.99], weight_decay: 0.1, grad_clip: 1.0}
 lr_schedule: {name: cosine, warmup_steps: 100, decay_steps: $STEPS, min_lr: 1.0e-4}
 checkpoint: {every: 0, keep_last: 1}
-precision: {mode: $PRECISION}
+precision: {mode: $PRECISION, recipe: $recipe}
 YAML
-echo "config $CONFIG, batch $MBS, $STEPS steps, validation of $VAL_BATCHES batches every $VAL_EVERY, $PRECISION, 1 $DEVICE device"
-t0=$(date +%s.%N)
-$B/nnsc-run "$W/cfg.yaml" --nproc-per-node 1 > "$W/nnsc.log"
-t1=$(date +%s.%N)
-"$PY" - "$W/run/metrics.jsonl" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" > "$W/nnsc.txt" <<'PY'
+  t0=$(date +%s.%N)
+  $B/nnsc-run "$W/cfg-$recipe.yaml" --nproc-per-node 1 > "$W/nnsc-$recipe.log"
+  t1=$(date +%s.%N)
+  "$PY" - "$W/run-$recipe/metrics.jsonl" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+    "nnsc-run ($recipe)" > "$W/nnsc-$recipe.txt" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+who = sys.argv[3]
 for r in rows:
     if "val_loss" in r:
-        print(f"nnsc-run step {r['step']} val loss {r['val_loss']:.4f} elapsed {r['elapsed_s']:.2f} s")
+        print(f"{who} step {r['step']} val loss {r['val_loss']:.4f} elapsed {r['elapsed_s']:.2f} s")
 best = min((r for r in rows if "val_loss" in r), key=lambda r: r["val_loss"])
-print(f"nnsc-run best val loss {best['val_loss']:.4f} at step {best['step']} "
+print(f"{who} best val loss {best['val_loss']:.4f} at step {best['step']} "
       f"(elapsed {best['elapsed_s']:.2f} s); total {rows[-1]['elapsed_s']:.2f} s "
       f"(process {float(sys.argv[2]):.2f} s)")
 PY
+done
 "$PY" bench/eager_shakespeare.py --data "$W/data" --config "$CONFIG" --mbs "$MBS" \
   --steps "$STEPS" --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES" --device "$DEVICE" \
-  --precision "$PRECISION" > "$W/eager.txt"
-cat "$W/nnsc.txt" "$W/eager.txt"
-"$PY" - "$W/nnsc.txt" "$W/eager.txt" "$TARGET" <<'PY'
+  --precision "$PRECISION" ${DROPOUT:+--dropout "$DROPOUT"} > "$W/eager.txt"
+cat "$W"/nnsc-*.txt "$W/eager.txt"
+for recipe in $RECIPES; do
+  "$PY" - "$W/nnsc-$recipe.txt" "$W/eager.txt" "$TARGET" "$recipe" <<'PY'
 import re, sys
-target = float(sys.argv[3])
+target, recipe = float(sys.argv[3]), sys.argv[4]
 def side(path):
     vals = [(float(v), float(t)) for v, t in
             re.findall(r"step \d+ val loss ([0-9.]+) elapsed ([0-9.]+) s", open(path).read())]
@@ -73,11 +83,13 @@ def side(path):
     reach = next((t for v, t in vals if v <= target), None)
     return best, reach, total
 (nb, nreach, ntot), (eb, ereach, etot) = side(sys.argv[1]), side(sys.argv[2])
-print(f"time to the best val loss nnsc / eager: {nb[1] / eb[1]:.2f}; whole run nnsc / eager: "
-      f"{ntot / etot:.2f}")
+print(f"recipe {recipe}: best val loss nnsc {nb[0]:.4f}, eager {eb[0]:.4f}; time to the best "
+      f"nnsc / eager: {nb[1] / eb[1]:.2f}; whole run nnsc / eager: {ntot / etot:.2f}")
 if nreach is not None and ereach is not None:
-    print(f"time to val loss <= {target}: nnsc {nreach:.2f} s, eager {ereach:.2f} s, "
-          f"nnsc / eager {nreach / ereach:.2f}")
+    print(f"recipe {recipe}: time to val loss <= {target}: nnsc {nreach:.2f} s, eager "
+          f"{ereach:.2f} s, nnsc / eager {nreach / ereach:.2f}")
 ok = nreach is not None and (ereach is None or nreach <= ereach)
-print(f"goal (val loss <= {target} in no more time than eager): {'met' if ok else 'not met'}")
+print(f"recipe {recipe}: goal (val loss <= {target} in no more time than eager): "
+      f"{'met' if ok else 'not met'}")
 PY
+done

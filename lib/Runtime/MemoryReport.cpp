@@ -80,7 +80,11 @@ double commStagingBytes(const TrainerState &s) {
   return staging;
 }
 
-bool mixed(const TrainerState &s) { return s.config.precision.mode != "fp32"; }
+// Recipe autocast keeps float32 weights: its estimate is fp32's (activations
+// that autocast leaves in 16 bits are counted at 4 bytes, an upper bound).
+bool mixed(const TrainerState &s) {
+  return s.config.precision.mode != "fp32" && s.config.precision.recipe != "autocast";
+}
 
 // The planner's estimate for the precision this run computes in: under
 // bf16/fp16 the one made on the graph in their dtypes (older manifests

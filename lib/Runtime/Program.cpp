@@ -366,6 +366,16 @@ int Program::computeLossesInFloat32() {
   });
 }
 
+int Program::computeAutocastFloat32Ops() {
+  auto pick = [](const torch::jit::Node *n) {
+    return ops::isAutocastFloat32Op(n->kind().toQualString());
+  };
+  return castFunctionInputs(pick, toFullPrecision(), [](torch::jit::Graph &g) {
+    torch::jit::Value *yes = g.insertConstant(true);
+    return std::vector<torch::jit::Value *>{yes, yes};
+  });
+}
+
 int Program::computeMatmulsIn(at::ScalarType low) {
   auto pick = [](const torch::jit::Node *n) {
     return ops::isLowPrecisionOp(n->kind().toQualString());

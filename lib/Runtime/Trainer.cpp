@@ -393,6 +393,12 @@ void printBanner(const TrainerState &s, std::ostream &out) {
                        "sharded over their groups",
                        s.zero.size())
         << std::endl;
+  if (s.config.precision.recipe == "autocast" && s.config.precision.mode != "fp32")
+    out << fmt::format("nnsc-run: mixed precision {} as torch.autocast: float32 weights, "
+                       "gradients and optimizer states; the matmul family in {}, autocast's "
+                       "float32 operators (norms, softmax, losses, ...) in float32",
+                       s.config.precision.mode, s.config.precision.mode)
+        << std::endl;
   if (s.precision) {
     const PrecisionConfig &p = s.config.precision;
     std::string scale =

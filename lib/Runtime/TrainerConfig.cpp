@@ -171,6 +171,21 @@ template <typename Err> Status checkPrecision(const TrainerConfig &c, Err err) {
                              "expected 'fp32'{}",
                              key, *dtype, *dtype, p.mode,
                              p.mode == "fp32" ? "" : fmt::format(" or '{}'", p.mode)));
+  if (p.recipe == "autocast" && p.mode != "bf16")
+    return err("precision.recipe",
+               fmt::format("precision.recipe 'autocast' needs precision.mode 'bf16' (mode is "
+                           "'{}'): fp16 autocast would need a loss scale on float32 weights, "
+                           "which nnsc does not have; use recipe 'megatron' for fp16",
+                           p.mode));
+  if (p.recipe == "autocast")
+    for (const auto &[key, dtype] : {std::pair{"grad_reduce_dtype", &p.gradReduceDtype},
+                                     std::pair{"loss_dtype", &p.lossDtype}})
+      if (*dtype != "fp32")
+        return err(fmt::format("precision.{}", key),
+                   fmt::format("precision.{} '{}' needs precision.recipe 'megatron': under "
+                               "'autocast' the gradients are float32 and the losses compute "
+                               "in float32; expected 'fp32'",
+                               key, *dtype));
   if (p.lossScale.backoffFactor >= 1)
     return err("precision.loss_scale.backoff_factor",
                fmt::format("precision.loss_scale.backoff_factor must be below 1; got {}",

@@ -154,6 +154,9 @@ std::vector<KeySpec> buildKeys() {
       "precision.mode", "fp32", {"fp32", "bf16", "fp16"},
       [](C & c) -> auto & { return c.precision.mode; }));
   k.push_back(choiceKey(
+      "precision.recipe", "megatron", {"megatron", "autocast"},
+      [](C & c) -> auto & { return c.precision.recipe; }));
+  k.push_back(choiceKey(
       "precision.grad_reduce_dtype", "fp32", {"fp32", "bf16", "fp16"},
       [](C & c) -> auto & { return c.precision.gradReduceDtype; }));
   k.push_back(choiceKey(

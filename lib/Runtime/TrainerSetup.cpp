@@ -78,10 +78,11 @@ Status loadShards(TrainerState &s) {
 }
 
 // precision.mode bf16 | fp16: the shards become low-precision leaves with
-// float32 masters, which clipping and the optimizer see from here on.
+// float32 masters, which clipping and the optimizer see from here on. Recipe
+// autocast keeps the float32 shards: only the program changes.
 Status setupPrecision(TrainerState &s) {
   const PrecisionConfig &p = s.config.precision;
-  if (p.mode == "fp32")
+  if (p.mode == "fp32" || p.recipe == "autocast")
     return Status::ok();
   std::vector<bool> trainable;
   for (const ShardInfo &info : s.shardInfo)
@@ -140,7 +141,9 @@ Status compileProgram(TrainerState &s) {
   const PrecisionConfig &precision = s.config.precision;
   if (precision.mode != "fp32")
     s.program->computeMatmulsIn(precisionDtype(precision.mode));
-  if (precision.mode != "fp32" && precision.lossDtype == "fp32")
+  if (precision.mode != "fp32" && precision.recipe == "autocast")
+    s.program->computeAutocastFloat32Ops();
+  else if (precision.mode != "fp32" && precision.lossDtype == "fp32")
     s.program->computeLossesInFloat32();
   return bindArguments(s, path);
 }

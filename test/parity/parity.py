@@ -41,7 +41,8 @@ accumulation that keeps the global batch; steps 11.. must match the uninterrupte
 run within --rtol and the final weights within the weights tolerance.
 
 --precision bf16|fp16 trains in mixed precision (precision.mode; --grad-reduce-dtype,
---loss-dtype, --loss-scale sets precision.loss_scale.initial); the reference implements the same
+--loss-dtype, --loss-scale sets precision.loss_scale.initial, --recipe megatron|autocast); the
+reference implements the same
 recipe (reference_train.py). fp16 on a torch whose CPU kernels lack half matmuls (1.13)
 is skipped (exit 77). With fp16 every step's skip decision and loss scale must agree too.
 
@@ -262,7 +263,8 @@ def write_config(path, args, program, data, run_dir):
         "data_parallel": {"buffers": args.buffers},
     }
     if args.precision != "fp32":
-        cfg["precision"] = {"mode": args.precision, "grad_reduce_dtype": args.grad_reduce_dtype,
+        cfg["precision"] = {"mode": args.precision, "recipe": args.recipe,
+                            "grad_reduce_dtype": args.grad_reduce_dtype,
                             "loss_dtype": args.loss_dtype}
         if args.loss_scale is not None:
             cfg["precision"]["loss_scale"] = {"initial": args.loss_scale}
@@ -463,6 +465,9 @@ def main():
                          "only with one copy, --dp 1 --tp 1: see docs/recompute.md)")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
                     help="precision.mode of the run and the reference")
+    ap.add_argument("--recipe", default="megatron", choices=["megatron", "autocast"],
+                    help="precision.recipe: low-precision weights with float32 masters, or "
+                         "float32 weights with autocast's casts")
     ap.add_argument("--grad-reduce-dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
     ap.add_argument("--loss-dtype", default="fp32", choices=["fp32", "bf16", "fp16"],
                     help="precision.loss_dtype: the loss operators' dtype")

@@ -26,6 +26,9 @@ Semantics mirrored from docs/trainer-config.md:
   from copy 0).
 - AdamW decays parameters with dim >= 2 only; clipping is clip_grad_norm_;
   cosine schedule with linear warmup as nanoGPT's get_lr.
+- precision.recipe autocast (bf16): float32 training whose graph casts the inputs of
+  the matmul family to bf16 and those of autocast's float32 operators to float32
+  (compute_matmuls_in, compute_autocast_float32_ops), as nnsc's Program does.
 - precision.mode bf16 | fp16 (MixedPrecision, docs/trainer-config.md): the model
   (weights, buffers, floating inputs) runs in the low dtype; the optimizer
   updates float32 masters, which are rounded into the model after each step.
@@ -329,6 +332,29 @@ LOW_PRECISION_OPS = {
     "aten::scaled_dot_product_attention", "aten::conv_tbc"}
 
 
+AUTOCAST_FLOAT32_OPS = LOSS_OPS | {
+    "aten::acos", "aten::asin", "aten::cosh", "aten::erfinv", "aten::exp", "aten::expm1",
+    "aten::log", "aten::log10", "aten::log2", "aten::log1p", "aten::reciprocal", "aten::rsqrt",
+    "aten::sinh", "aten::tan", "aten::pow", "aten::softplus", "aten::layer_norm",
+    "aten::native_layer_norm", "aten::group_norm", "aten::frobenius_norm", "aten::nuclear_norm",
+    "aten::norm", "aten::cosine_similarity", "aten::poisson_nll_loss",
+    "aten::cosine_embedding_loss", "aten::hinge_embedding_loss", "aten::margin_ranking_loss",
+    "aten::multilabel_margin_loss", "aten::triplet_margin_loss", "aten::multi_margin_loss",
+    "aten::dist", "aten::pdist", "aten::cdist", "aten::renorm", "aten::logsumexp", "aten::prod",
+    "aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
+    "aten::cumprod", "aten::cumsum", "aten::sum", "aten::linalg_vector_norm",
+    "aten::linalg_matrix_norm"}
+
+
+def compute_autocast_float32_ops(model):
+    """precision.recipe autocast, as nnsc's Program::computeAutocastFloat32Ops: every tensor
+    input of the operators CUDA autocast runs in float32 goes through
+    aten::_autocast_to_full_precision."""
+    return cast_inputs(model, lambda node: node.kind() in AUTOCAST_FLOAT32_OPS,
+                       "aten::_autocast_to_full_precision",
+                       lambda g: [g.insertConstant(True)] * 2)
+
+
 def compute_matmuls_in(model, dtype):
     """Mixed precision's 16-bit matmuls, as nnsc's Program::computeMatmulsIn: every tensor input
     of the ops autocast runs in its lower precision goes through
@@ -405,7 +431,12 @@ def main():
         model = model.float()
     precision = cfg.get("precision", {}) or {}
     mp = None
-    if precision.get("mode", "fp32") != "fp32" and not (args.float64 or args.float32):
+    if (precision.get("recipe", "megatron") == "autocast"
+            and precision.get("mode", "fp32") != "fp32" and not (args.float64 or args.float32)):
+        torch._C._set_graph_executor_optimize(False)
+        compute_matmuls_in(model, torch.bfloat16)
+        compute_autocast_float32_ops(model)
+    elif precision.get("mode", "fp32") != "fp32" and not (args.float64 or args.float32):
         # TorchScript's profiling executor rewrites the graph from the second call on (fused
         # differentiable subgraphs, other backward formulas); nnsc-run turns it off. In float32
         # that moves results by rounding only; in bf16 a rounding flip is a whole ulp (2^-8),

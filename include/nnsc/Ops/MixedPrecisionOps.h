@@ -67,4 +67,59 @@ inline bool isLowPrecisionOp(std::string_view op) {
   return std::find(kOps.begin(), kOps.end(), op) != kOps.end();
 }
 
+/// True for the operators CUDA autocast runs in float32 whatever their inputs'
+/// dtype (its fp32 lists, with and without an optional dtype argument), as
+/// precision.recipe autocast casts them: pointwise transcendentals, norms,
+/// softmax and its relatives, reductions that overflow 16 bits, and the
+/// losses. With an explicit dtype argument autocast leaves sum, softmax and
+/// their relatives alone; here their inputs are still float32 first.
+inline bool isAutocastFloat32Op(std::string_view op) {
+  static constexpr std::array<std::string_view, 45> kOps = {"aten::acos",
+                                                            "aten::asin",
+                                                            "aten::cosh",
+                                                            "aten::erfinv",
+                                                            "aten::exp",
+                                                            "aten::expm1",
+                                                            "aten::log",
+                                                            "aten::log10",
+                                                            "aten::log2",
+                                                            "aten::log1p",
+                                                            "aten::reciprocal",
+                                                            "aten::rsqrt",
+                                                            "aten::sinh",
+                                                            "aten::tan",
+                                                            "aten::pow",
+                                                            "aten::softplus",
+                                                            "aten::layer_norm",
+                                                            "aten::native_layer_norm",
+                                                            "aten::group_norm",
+                                                            "aten::frobenius_norm",
+                                                            "aten::nuclear_norm",
+                                                            "aten::norm",
+                                                            "aten::cosine_similarity",
+                                                            "aten::poisson_nll_loss",
+                                                            "aten::cosine_embedding_loss",
+                                                            "aten::hinge_embedding_loss",
+                                                            "aten::margin_ranking_loss",
+                                                            "aten::multilabel_margin_loss",
+                                                            "aten::triplet_margin_loss",
+                                                            "aten::multi_margin_loss",
+                                                            "aten::dist",
+                                                            "aten::pdist",
+                                                            "aten::cdist",
+                                                            "aten::renorm",
+                                                            "aten::logsumexp",
+                                                            "aten::prod",
+                                                            "aten::softmax",
+                                                            "aten::_softmax",
+                                                            "aten::log_softmax",
+                                                            "aten::_log_softmax",
+                                                            "aten::cumprod",
+                                                            "aten::cumsum",
+                                                            "aten::sum",
+                                                            "aten::linalg_vector_norm",
+                                                            "aten::linalg_matrix_norm"};
+  return isLossOp(op) || std::find(kOps.begin(), kOps.end(), op) != kOps.end();
+}
+
 } // namespace nnsc::ops

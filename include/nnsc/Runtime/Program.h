@@ -86,6 +86,13 @@ public:
   /// dtypes. Rewrites every function in place; call it before the first run.
   /// Returns how many operators it changed.
   int computeMatmulsIn(at::ScalarType low);
+  /// precision.recipe autocast's float32 side: every tensor input of the
+  /// operators CUDA autocast runs in float32 (Ops/MixedPrecisionOps.h:
+  /// layer_norm, softmax, log_softmax, exp, sum, the losses, ...) is passed
+  /// through aten::_autocast_to_full_precision. With computeMatmulsIn this is
+  /// torch.autocast's numerics on float32 weights. Returns how many operators
+  /// it changed.
+  int computeAutocastFloat32Ops();
   /// The program whose run() is executing on this thread (the innermost
   /// one), or nullptr: how nnsc.recompute finds the group functions of the
   /// program that calls it.

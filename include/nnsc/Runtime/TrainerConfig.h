@@ -84,11 +84,15 @@ struct LossScaleConfig {
   int64_t hysteresis = 1;
 };
 
-/// Mixed precision (docs/trainer-config.md): weights, activations and
-/// gradients in `mode`'s dtype; float32 master weights and optimizer states;
-/// gradients accumulated over micro-batches and reduced in `gradReduceDtype`.
+/// Mixed precision (docs/trainer-config.md). Recipe megatron: weights,
+/// activations and gradients in `mode`'s dtype; float32 master weights and
+/// optimizer states; gradients accumulated over micro-batches and reduced in
+/// `gradReduceDtype`. Recipe autocast: float32 weights, gradients and
+/// optimizer states; the matmul family in `mode`'s dtype and autocast's
+/// float32 operators in float32, as torch.autocast.
 struct PrecisionConfig {
   std::string mode = "fp32";            ///< fp32 | bf16 | fp16
+  std::string recipe = "megatron";      ///< megatron | autocast (bf16 only)
   std::string gradReduceDtype = "fp32"; ///< fp32 | bf16 | fp16 (the mode's dtype)
   std::string lossDtype = "fp32";       ///< loss operators: fp32 | the mode's dtype
   LossScaleConfig lossScale;            ///< fp16 only

@@ -296,6 +296,49 @@ def step(x: Tensor, w: Tensor, y: Tensor, t: Tensor) -> Tuple[Tensor, Tensor, Te
   CHECK(at::equal(x.grad(), x2.grad()));
 }
 
+// precision.recipe autocast on float32 weights: the linear computes in bf16,
+// the layer_norm and softmax after it in float32, the GELU in what it is given,
+// the residual sum in float32 (bf16 + float32 promotes), as torch.autocast.
+TEST_CASE("computeAutocastFloat32Ops with computeMatmulsIn: torch.autocast's casts") {
+  const char *source = R"(
+def step(x: Tensor, w: Tensor, g: Tensor, b: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    h = torch.gelu(torch.linear(x, w))
+    n = torch.layer_norm(x + h, [8], g, b, 1e-05, True)
+    return h, n, torch.softmax(torch.linear(n, w), -1)
+)";
+  auto program = Program::compile(source, "rank0.py");
+  REQUIRE(program.isOk());
+  REQUIRE(program->setEntry("step").isOk());
+  CHECK(program->computeMatmulsIn(at::kBFloat16) == 2);
+  CHECK(program->computeAutocastFloat32Ops() == 2); // the layer_norm and the softmax
+  at::manual_seed(0);
+  at::Tensor x = at::randn({4, 8}), w = at::randn({8, 8}).requires_grad_(true);
+  at::Tensor g = at::randn({8}), b = at::randn({8});
+  auto out = program->run({x, w, g, b});
+  INFO(out.status().message());
+  REQUIRE(out.isOk());
+  CHECK((*out)[0].scalar_type() == at::kBFloat16);
+  CHECK((*out)[1].scalar_type() == at::kFloat);
+  CHECK((*out)[2].scalar_type() == at::kFloat);
+
+  // The same by hand; the float32 weight's gradient comes back in float32.
+  at::Tensor w2 = w.detach().clone().requires_grad_(true);
+  at::Tensor wb = w2.to(at::kBFloat16);
+  at::Tensor h = at::gelu(at::linear(x.to(at::kBFloat16), wb));
+  at::Tensor n = at::layer_norm(x + h, {8}, g, b, 1e-5);
+  at::Tensor p = at::softmax(at::linear(n.to(at::kBFloat16), wb).to(at::kFloat), -1);
+  CHECK(at::equal((*out)[0], h));
+  CHECK(at::equal((*out)[1], n));
+  CHECK(at::equal((*out)[2], p));
+  ((*out)[2] * at::arange(8)).sum().backward();
+  (p * at::arange(8)).sum().backward();
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().scalar_type() == at::kFloat);
+  // Equal to one cast of w used twice (the two uses' bf16 gradients summed in
+  // bf16, then widened), which is what autocast's cast cache does.
+  CHECK(at::equal(w.grad(), w2.grad()));
+}
+
 TEST_CASE("computeMatmulsIn: a matmul's float32 inputs are cast to the 16-bit dtype, gradients "
           "flow back in float32") {
   // An RMSNorm that computes in float32 (x.float() ... * weight), then a
