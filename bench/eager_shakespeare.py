@@ -13,7 +13,8 @@ cosine, clip_grad_norm_, bf16 under torch.autocast, a host read of the loss ever
 steps. Validation as nnsc-run's (after every val-every steps and at the end): model.eval(),
 val-batches windows of DIR/val.bin, the same windows each time: nnsc-run's own (its
 data formula with seed 0, docs/trainer-config.md) unless --val-windows random. Prints one line per
-validation, `eager step N val loss X elapsed Y s`, and at the end `eager best val loss X at
+validation, `eager step N val loss X elapsed Y s (train loss Z)` (Z: the mean training loss,
+dropout on, over the steps since the last validation), and at the end `eager best val loss X at
 step N (elapsed Y s); total Z s`. Elapsed times start after the model, optimizer and data are
 ready (as nnsc-run's elapsed_s starts with its training loop), the device synchronised."""
 import argparse
@@ -124,6 +125,7 @@ def main():
     best, best_step, best_at = float("inf"), 0, 0.0
     sync(args.device)
     start = time.time()
+    train_sum, train_from = torch.zeros((), device=args.device), 0
     for it in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(it, args)
@@ -132,6 +134,7 @@ def main():
         with autocast:
             out = model(x, y)
         loss = out[0] if isinstance(out, tuple) else out
+        train_sum += loss.detach().float()  # on the device: read at the next validation
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if args.grad_clip > 0:
@@ -143,7 +146,11 @@ def main():
         if done % args.val_every == 0 or done == args.steps:
             v = validate()
             elapsed = time.time() - start
-            print(f"eager step {done} val loss {v:.4f} elapsed {elapsed:.2f} s", flush=True)
+            mean = train_sum.item() / (done - train_from)
+            train_sum.zero_()
+            train_from = done
+            print(f"eager step {done} val loss {v:.4f} elapsed {elapsed:.2f} s "
+                  f"(train loss {mean:.4f})", flush=True)
             if v < best:
                 best, best_step, best_at = v, done, elapsed
     sync(args.device)

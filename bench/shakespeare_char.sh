@@ -58,9 +58,13 @@ YAML
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 who = sys.argv[3]
+since = []
 for r in rows:
+    since.append(r["loss"])
     if "val_loss" in r:
-        print(f"{who} step {r['step']} val loss {r['val_loss']:.4f} elapsed {r['elapsed_s']:.2f} s")
+        print(f"{who} step {r['step']} val loss {r['val_loss']:.4f} elapsed {r['elapsed_s']:.2f} s "
+              f"(train loss {sum(since) / len(since):.4f})")
+        since = []
 best = min((r for r in rows if "val_loss" in r), key=lambda r: r["val_loss"])
 print(f"{who} best val loss {best['val_loss']:.4f} at step {best['step']} "
       f"(elapsed {best['elapsed_s']:.2f} s); total {rows[-1]['elapsed_s']:.2f} s "
