@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Issue 9's checks on a GPU machine, prepared to run in few device calls (the device tool
 # runs commands on a copy of the checkout; no network, no apt there). Each stage prints its
-# time; a failing stage stops the script with its log's tail.
+# time and its log's tail; a failed build stops the script, a failed later stage does not
+# stop the next (the exit status says which failed).
 #   build        scripts/setup.sh against the CUDA torch of the python3 on PATH, into build/
-#                (CUDA, NCCL; no Gloo: a wheel has no Gloo headers)
+#                (CUDA, NCCL; no Gloo: a wheel has no Gloo headers), NNSC_OFFLINE=1, the tools
+#                only (NNSC_BUILD_TARGETS); 77-88 s on the H100 machine (2026-11-27)
 #   smoke        the tiny nanoGPT on cuda over NCCL (1 rank) with the foreach AdamW, bf16,
 #                validation and a checkpoint at step 10; resumed from it to step 20 the losses
-#                equal the uninterrupted run's; the merged checkpoint loads into the model
+#                equal the uninterrupted run's; the merged checkpoint loads into the model (23 s)
 #   throughput   bench/gpu_vs_eager.sh (nanoGPT gpt2, micro-batch 8): tokens/s, ratio, MFU
+#                (70 s with one bf16 recipe; about 90 s with both)
 #   shakespeare  bench/shakespeare_char.sh: the 5000-step recipe, time to val loss 1.47
-#                against eager (about 5 minutes: a call of its own)
+#                against eager, nnsc-run in both bf16 recipes (147 s with one; about 200 s)
 #   bench/gpu_session.sh [STAGE...]        (default: build smoke throughput)
 #   TEXT=gpu-data/tinyshakespeare.txt bench/gpu_session.sh shakespeare
+# A 15-minute device session: call 1 `bench/gpu_session.sh build smoke throughput`, then at
+# once (a machine stays warm 30 s; a fresh one rebuilds) call 2 `TEXT=... bench/gpu_session.sh
+# build shakespeare` (build: a no-op on the warm machine), each with `carry` naming the
+# git-ignored folder that holds the text (and DEBS, if any).
 # DEBS=DIR (build): a folder of Debian 12 packages (.deb) to unpack into / for each library the
 # machine lacks (it has no apt): protobuf, yaml-cpp, fmt, spdlog, nlohmann-json, CLI11. Fetch
 # them where apt works:  apt-get download libprotobuf-dev libprotobuf32 libprotobuf-lite32
@@ -36,7 +43,7 @@ stage() { # name command...: runs it, its output in $W/<name>.log, and prints it
   if ((rc)); then
     tail -30 "$W/$name.log"
     echo "== $name failed after $((SECONDS - start)) s (whole log: $W/$name.log)"
-    exit 1
+    return 1
   fi
   echo "== $name done in $((SECONDS - start)) s"
 }
@@ -63,6 +70,10 @@ LIBS
 
 build() {
   [ -z "${DEBS:-}" ] || unpack_missing
+  # No network there: setup.sh names what is missing instead of running apt-get; only the
+  # tools the stages run are built (the tests need LLVM's lit, which that machine lacks).
+  export NNSC_OFFLINE=${NNSC_OFFLINE:-1}
+  export NNSC_BUILD_TARGETS=${NNSC_BUILD_TARGETS:-nnsc-trace nnsc-plan nnsc-codegen nnsc-run nnsc-merge-ckpt nnsc-prepare-data}
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv
   scripts/setup.sh
@@ -120,10 +131,15 @@ throughput() { DEVICE=$DEVICE PY=$PY bench/gpu_vs_eager.sh; }
 shakespeare() { DEVICE=$DEVICE PY=$PY bench/shakespeare_char.sh; }
 
 (($#)) || set -- build smoke throughput
+failed=()
 for s in "$@"; do
   case "$s" in
-    build) stage build build; grep -E "^-- nnsc: |^torch |^name" "$W/build.log" || true ;;
-    smoke | throughput | shakespeare) stage "$s" "$s"; tail -14 "$W/$s.log" ;;
+    build) # every later stage needs it
+      stage build build || exit 1
+      grep -E "^-- nnsc: |^torch |^name" "$W/build.log" || true ;;
+    smoke | throughput | shakespeare) # independent: a failure does not stop the next
+      if stage "$s" "$s"; then tail -14 "$W/$s.log"; else failed+=("$s"); fi ;;
     *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, shakespeare)" >&2; exit 2 ;;
   esac
 done
+((${#failed[@]} == 0)) || { echo "gpu_session.sh: failed: ${failed[*]}"; exit 1; }
