@@ -48,6 +48,17 @@ def lr_at(it, args):
     return args.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (args.lr - args.min_lr)
 
 
+def nnsc_offset(g, seed, n, block):
+    """nnsc-run's window of global sample g (docs/trainer-config.md)."""
+    def mix(x):  # SplitMix64's step
+        m = (1 << 64) - 1
+        x = (x + 0x9E3779B97F4A7C15) & m
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
+        return x ^ (x >> 31)
+    return mix(g ^ mix(seed)) % (n - block - 1)
+
+
 def windows(data, starts, block, device):
     x = torch.stack([torch.from_numpy(data[i:i + block].astype(np.int64)) for i in starts])
     y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + block].astype(np.int64))
@@ -106,7 +117,7 @@ def main():
     def validate():
         model.eval()
         if args.val_windows == "nnsc":  # nnsc-run's sampleOffset with data seed 0
-            starts = torch.tensor([[(g * 2654435761 % (1 << 64)) % (len(val) - T - 1)
+            starts = torch.tensor([[nnsc_offset(g, 0, len(val), T)
                                     for g in range(b * args.mbs, (b + 1) * args.mbs)]
                                    for b in range(args.val_batches)])
         else:

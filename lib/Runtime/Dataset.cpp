@@ -84,7 +84,7 @@ uint64_t globalSampleIndex(const SampleLayout &l, int64_t step, int64_t micro, i
 }
 
 uint64_t sampleOffset(uint64_t g, uint64_t seed, uint64_t numTokens, uint64_t blockSize) {
-  return (g * 2654435761ull + seed * 97ull) % (numTokens - blockSize - 1);
+  return splitmix64(g ^ splitmix64(seed)) % (numTokens - blockSize - 1);
 }
 
 Expected<std::shared_ptr<TokenSource>> openTokenFile(const std::string &path,

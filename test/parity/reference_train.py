@@ -12,7 +12,7 @@ that shows how far float32 rounding alone moves the weights.
 
 Semantics mirrored from docs/trainer-config.md:
 - sample g of a step: g = ((step*accum + micro)*dp + rank)*mbs + i.
-- data.kind tokens: offset(g) = (g*2654435761 + seed*97) mod (N - T - 1) in
+- data.kind tokens: offset(g) = mix(g ^ mix(seed)) mod (N - T - 1) (mix: SplitMix64's step) in
   uint64 arithmetic; x = tokens[o:o+T], y = tokens[o+1:o+T+1].
 - data.kind tensors: a safetensors file with one [N, ...] tensor per forward
   input (keyed by the names in inputs.yaml); row(g) = (g*2654435761 + seed*97)
@@ -96,6 +96,17 @@ def read_safetensors(path):
     return out
 
 
+MASK64 = (1 << 64) - 1
+
+
+def mix(x):
+    """SplitMix64's step (nnsc's Dataset.cpp splitmix64)."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
 def row_of(g, seed, n):
     return ((g * 2654435761 + seed * 97) % (1 << 64)) % n
 
@@ -115,7 +126,7 @@ def batch(tokens, block, seed, gs):
     n = len(tokens)
     xs, ys = [], []
     for g in gs:
-        o = ((g * 2654435761 + seed * 97) % (1 << 64)) % (n - block - 1)
+        o = mix(g ^ mix(seed)) % (n - block - 1)
         xs.append(tokens[o:o + block])
         ys.append(tokens[o + 1:o + 1 + block])
     return torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))

@@ -6,8 +6,13 @@
 ///
 ///   g = ((step * accum + micro) * dp_size + dp_rank) * micro_batch_size + i
 ///
-/// Token data (language models), N tokens, blocks of T:
-///   offset(g) = (g * 2654435761 + seed * 97) mod (N - T - 1)     (uint64)
+/// Token data (language models), N tokens, blocks of T: independent uniform
+/// windows, as nanoGPT's torch.randint (a stride over the stream, which this
+/// was, visits the text in the same order every pass and generalised worse):
+///   offset(g) = mix(g xor mix(seed)) mod (N - T - 1)                (uint64)
+///   mix(x) = SplitMix64's step: x += 0x9e3779b97f4a7c15;
+///            x = (x ^ x >> 30) * 0xbf58476d1ce4e5b9;
+///            x = (x ^ x >> 27) * 0x94d049bb133111eb; x ^ x >> 31
 ///   x = tokens[offset : offset + T],  y = tokens[offset + 1 : offset + T + 1]
 ///
 /// Tensor data (any model), one stored tensor per program input, N rows each:
