@@ -7,8 +7,8 @@
 ///   g = ((step * accum + micro) * dp_size + dp_rank) * micro_batch_size + i
 ///
 /// Token data (language models), N tokens, blocks of T: independent uniform
-/// windows, as nanoGPT's torch.randint (a stride over the stream, which this
-/// was, visits the text in the same order every pass and generalised worse):
+/// windows, as nanoGPT's torch.randint (the stride over the stream this was
+/// visited the text in nearly the same order every pass):
 ///   offset(g) = mix(g xor mix(seed)) mod (N - T - 1)                (uint64)
 ///   mix(x) = SplitMix64's step: x += 0x9e3779b97f4a7c15;
 ///            x = (x ^ x >> 30) * 0xbf58476d1ce4e5b9;
