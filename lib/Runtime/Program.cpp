@@ -237,9 +237,9 @@ const std::map<std::string, size_t> &dropoutProbabilities() {
 }
 
 // Sets every train flag of `block` (and its nested blocks) to False and every
-// dropout probability of attention to 0, and drops the writes into the function's arguments: a traced train-mode step
-// writes its buffers back with `p.copy_(...)` (num_batches_tracked += 1),
-// which an eval-mode module does not.
+// dropout probability of attention to 0, and drops the writes into the
+// function's arguments: a traced train-mode step writes its buffers back with
+// `p.copy_(...)` (num_batches_tracked += 1), which an eval-mode module does not.
 void setEvalFlags(torch::jit::Graph &graph, torch::jit::Block *block) {
   std::vector<torch::jit::Node *> writes;
   for (torch::jit::Node *node : block->nodes()) {

@@ -393,7 +393,7 @@ void printBanner(const TrainerState &s, std::ostream &out) {
                        "sharded over their groups",
                        s.zero.size())
         << std::endl;
-  if (s.config.precision.recipe == "autocast" && s.config.precision.mode != "fp32")
+  if (s.config.precision.recipe == "autocast") // bf16 only (TrainerConfig.cpp)
     out << fmt::format("nnsc-run: mixed precision {} as torch.autocast: float32 weights, "
                        "gradients and optimizer states; the matmul family in {}, autocast's "
                        "float32 operators (norms, softmax, losses, ...) in float32",

@@ -222,6 +222,24 @@ def step(x: Tensor, w: Tensor, b: Tensor, mean: Tensor, var: Tensor, count: Tens
   CHECK(count.item<int64_t>() == 1);
 }
 
+// rrelu draws its negative slopes in training; in eval it uses their mean.
+TEST_CASE("Eval mode: rrelu uses the mean of its slopes") {
+  auto program = Program::compile(R"(
+def step(x: Tensor) -> Tensor:
+    return torch.rrelu(x, 0.125, 0.375, True)
+)",
+                                  "rank0.py");
+  REQUIRE(program.isOk());
+  REQUIRE(program->setEntry("step").isOk());
+  at::Tensor x = -at::ones({256});
+  auto eval = program->run({x}, Program::Mode::Eval);
+  REQUIRE(eval.isOk());
+  CHECK(at::equal((*eval)[0], at::full({256}, -0.25)));
+  auto train = program->run({x});
+  REQUIRE(train.isOk());
+  CHECK_FALSE(at::equal((*train)[0], at::full({256}, -0.25))); // drawn slopes
+}
+
 #if NNSC_TORCH_AT_LEAST(2, 0)
 // nanoGPT's attention passes `dropout if self.training else 0.0` to
 // scaled_dot_product_attention: a train-mode trace holds the probability there.
