@@ -156,7 +156,30 @@ TokenBatch TokenDataset::valBatch(const SampleLayout &layout, int64_t v) const {
 }
 
 uint64_t sampleRow(uint64_t g, uint64_t seed, uint64_t numSamples) {
-  return (g * 2654435761ull + seed * 97ull) % numSamples;
+  // Epoch e = g / N visits every row once, in the order of a keyed bijection
+  // of [0, 2^(2h)) (four Feistel rounds over h-bit halves, 2^(2h) the least
+  // power of 4 >= max(N, 4)), walked until it lands below N: at most 4
+  // applications on average, since 2^(2h) <= 4N.
+  const uint64_t epoch = g / numSamples, position = g % numSamples;
+  int half = 1;
+  while (half < 32 && (uint64_t(1) << (2 * half)) < numSamples)
+    ++half;
+  const uint64_t mask = (half == 32) ? 0xffffffffull : (uint64_t(1) << half) - 1;
+  const uint64_t key = splitmix64(splitmix64(seed) ^ epoch);
+  uint64_t roundKeys[4];
+  for (uint64_t r = 0; r < 4; ++r)
+    roundKeys[r] = splitmix64(key + r);
+  uint64_t x = position;
+  do {
+    uint64_t left = x >> half, right = x & mask;
+    for (uint64_t k : roundKeys) {
+      uint64_t next = left ^ (splitmix64(right ^ k) & mask);
+      left = right;
+      right = next;
+    }
+    x = (left << half) | right;
+  } while (x >= numSamples);
+  return x;
 }
 
 namespace {

@@ -393,6 +393,11 @@ void printBanner(const TrainerState &s, std::ostream &out) {
                        "sharded over their groups",
                        s.zero.size())
         << std::endl;
+  if (s.config.precision.tf32 == "true")
+    out << (s.device.is_cuda() ? "nnsc-run: TF32: float32 matmuls and convolutions may run on "
+                                 "TF32 tensor cores (10-bit mantissa inputs, float32 sums)"
+                               : "nnsc-run: precision.tf32 has no effect on cpu")
+        << std::endl;
   if (s.config.precision.recipe == "autocast") // bf16 only (TrainerConfig.cpp)
     out << fmt::format("nnsc-run: mixed precision {} as torch.autocast: float32 weights, "
                        "gradients and optimizer states; the matmul family in {}, autocast's "

@@ -162,6 +162,9 @@ std::vector<KeySpec> buildKeys() {
   k.push_back(choiceKey(
       "precision.loss_dtype", "fp32", {"fp32", "bf16", "fp16"},
       [](C & c) -> auto & { return c.precision.lossDtype; }));
+  k.push_back(choiceKey(
+      "precision.tf32", "false", {"false", "true"},
+      [](C & c) -> auto & { return c.precision.tf32; }));
   k.push_back(floatKey(
       "precision.loss_scale.initial", "65536", 1e-30,
       [](C & c) -> auto & { return c.precision.lossScale.initial; }));

@@ -307,6 +307,10 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
                     : fmt::format("device 'cuda' for local rank {}, but this machine has {} GPUs",
                                   env.localRank, gpus)));
     s->device = at::Device(at::kCUDA, env.localRank);
+    if (config.precision.tf32 == "true") { // as nanoGPT's train.py sets both
+      at::globalContext().setAllowTF32CuBLAS(true);
+      at::globalContext().setAllowTF32CuDNN(true);
+    }
   }
   bindCpus(*s);
   NNSC_RETURN_IF_ERROR(loadManifest(*s));

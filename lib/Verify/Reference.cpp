@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "VerifyImpl.h"
+#include "nnsc/Runtime/Dataset.h"
 #include "nnsc/Runtime/Optimizer.h"
 #include "nnsc/Support/File.h"
 #include "nnsc/Support/Safetensors.h"
@@ -65,10 +66,6 @@ Expected<at::Tensor> drawInput(const trace::InputSpecEntry &e, int64_t n, at::Ge
   return at::randint(int64_t(lo), int64_t(hi), shape, gen, opts);
 }
 
-uint64_t rowOf(uint64_t g, uint64_t seed, uint64_t n) {
-  return (g * 2654435761ULL + seed * 97) % n;
-}
-
 Expected<std::vector<at::Tensor>> readDataset(const Job &job) {
   auto file = SafetensorsFile::open(job.data);
   if (!file)
@@ -117,7 +114,7 @@ struct Batches {
     int64_t n = data[0].size(0);
     std::vector<int64_t> rows;
     for (int64_t i = 0; i < job.microBatch; ++i)
-      rows.push_back(int64_t(rowOf(uint64_t(first + i), seed, uint64_t(n))));
+      rows.push_back(int64_t(rt::sampleRow(uint64_t(first + i), seed, uint64_t(n))));
     at::Tensor index = at::tensor(rows, at::kLong);
     std::vector<c10::IValue> inputs;
     for (const auto &t : data)

@@ -15,8 +15,8 @@ Semantics mirrored from docs/trainer-config.md:
 - data.kind tokens: offset(g) = mix(g ^ mix(seed)) mod (N - T - 1) (mix: SplitMix64's step) in
   uint64 arithmetic; x = tokens[o:o+T], y = tokens[o+1:o+T+1].
 - data.kind tensors: a safetensors file with one [N, ...] tensor per forward
-  input (keyed by the names in inputs.yaml); row(g) = (g*2654435761 + seed*97)
-  mod N in uint64 arithmetic, and every input gets its tensor's rows.
+  input (keyed by the names in inputs.yaml); row(g) = a per-epoch permutation of the N
+  rows (row_of), and every input gets its tensor's rows.
 - each (micro, rank) loss is a mean over its micro-batch; the step's gradient
   is their average (loss / (accum*dp) per backward), the logged loss their mean.
 - buffers the forward writes (BatchNorm's running statistics) follow
@@ -108,7 +108,23 @@ def mix(x):
 
 
 def row_of(g, seed, n):
-    return ((g * 2654435761 + seed * 97) % (1 << 64)) % n
+    """nnsc's sampleRow: epoch g // n visits every row once, in the order of a keyed
+    four-round Feistel bijection of [0, 4^h) (the least power of 4 >= max(n, 4)), walked
+    until it lands below n."""
+    epoch, x = divmod(g, n)
+    half = 1
+    while half < 32 and (1 << (2 * half)) < n:
+        half += 1
+    mask = (1 << half) - 1
+    key = mix(mix(seed) ^ epoch)
+    keys = [mix((key + r) & MASK64) for r in range(4)]
+    while True:
+        left, right = x >> half, x & mask
+        for k in keys:
+            left, right = right, left ^ (mix(right ^ k) & mask)
+        x = (left << half) | right
+        if x < n:
+            return x
 
 
 def tensor_batch(tensors, names, seed, gs):

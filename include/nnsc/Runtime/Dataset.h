@@ -16,8 +16,10 @@
 ///   x = tokens[offset : offset + T],  y = tokens[offset + 1 : offset + T + 1]
 ///
 /// Tensor data (any model), one stored tensor per program input, N rows each:
-///   row(g) = (g * 2654435761 + seed * 97) mod N                  (uint64)
+///   row(g) = P_{seed, g div N}(g mod N)                           (uint64)
 ///   input k = tensor_k[row(g)]
+/// with P_{seed, e} a keyed permutation of [0, N) per epoch e (sampleRow):
+/// each epoch visits every row once, in a fresh order.
 
 #include <cstdint>
 #include <memory>
@@ -100,8 +102,10 @@ private:
   uint64_t seed_ = 0;
 };
 
-/// The row of global sample `g` in a tensor dataset of `numSamples` rows.
-/// Requires numSamples > 0.
+/// The row of global sample `g` in a tensor dataset of `numSamples` rows:
+/// position g mod N of epoch g div N's permutation (a four-round Feistel
+/// bijection keyed by seed and epoch, cycle-walked into [0, N); docs/
+/// trainer-config.md spells it out). Requires numSamples > 0.
 uint64_t sampleRow(uint64_t g, uint64_t seed, uint64_t numSamples);
 
 /// What one program input expects from a tensor dataset.

@@ -96,6 +96,10 @@ struct PrecisionConfig {
   std::string gradReduceDtype = "fp32"; ///< fp32 | bf16 | fp16 (the mode's dtype)
   std::string lossDtype = "fp32";       ///< loss operators: fp32 | the mode's dtype
   LossScaleConfig lossScale;            ///< fp16 only
+  /// true | false: float32 matmuls and convolutions on CUDA may use TF32
+  /// tensor cores (torch.backends.cuda.matmul.allow_tf32 and
+  /// torch.backends.cudnn.allow_tf32); false keeps LibTorch's defaults.
+  std::string tf32 = "false";
 };
 
 /// The typed configuration. `positions` says where each key got its value

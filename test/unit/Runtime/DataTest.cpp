@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "nnsc/Runtime/Dataset.h"
 #include "nnsc/Runtime/LrSchedule.h"
@@ -73,12 +74,51 @@ TEST_CASE("data: synthetic tokens are deterministic and in range", "[runtime][da
 }
 
 TEST_CASE("data: tensor rows", "[runtime][data]") {
-  // (g * 2654435761 + seed * 97) mod N in uint64, N = 512, seed = 1337
-  CHECK(sampleRow(30, 1337, 512) == 343);
-  CHECK(sampleRow(31, 1337, 512) == 264);
-  CHECK(sampleRow(0, 1337, 512) == 153);
-  CHECK(sampleRow(4294967295ull, 1337, 512) == 232);
-  CHECK(sampleRow(uint64_t(1) << 62, 1, 1000) == 1); // the product wraps modulo 2^64
+  // Values of test/parity/reference_train.py's row_of, the Python reference's
+  // own implementation of the same permutation.
+  CHECK(sampleRow(30, 1337, 512) == 410);
+  CHECK(sampleRow(31, 1337, 512) == 338);
+  CHECK(sampleRow(0, 1337, 512) == 38);
+  CHECK(sampleRow(4294967295ull, 1337, 512) == 155);
+  CHECK(sampleRow(uint64_t(1) << 62, 1, 1000) == 796);
+  CHECK(sampleRow(5, 7, 1) == 0);
+  CHECK(sampleRow((uint64_t(1) << 40) + 3, 9, (uint64_t(1) << 40) + 1) == 436603684706ull);
+  std::vector<uint64_t> three;
+  for (uint64_t g = 0; g < 6; ++g)
+    three.push_back(sampleRow(g, 3, 3));
+  CHECK(three == std::vector<uint64_t>{2, 1, 0, 1, 2, 0});
+}
+
+TEST_CASE("data: every epoch visits each row once, in its own order", "[runtime][data]") {
+  for (uint64_t n : {1, 2, 3, 4, 5, 7, 16, 17, 100, 513, 4097}) {
+    std::vector<std::vector<uint64_t>> orders;
+    for (uint64_t epoch = 0; epoch < 3; ++epoch) {
+      std::vector<uint64_t> order, seen(n, 0);
+      for (uint64_t p = 0; p < n; ++p) {
+        uint64_t row = sampleRow(epoch * n + p, 42, n);
+        REQUIRE(row < n);
+        ++seen[row];
+        order.push_back(row);
+      }
+      CHECK(seen == std::vector<uint64_t>(n, 1));
+      orders.push_back(order);
+    }
+    if (n >= 16) { // 16! orders: equal ones would mean the epoch does not reach the key
+      CHECK(orders[0] != orders[1]);
+      CHECK(orders[1] != orders[2]);
+    }
+  }
+  // Another seed, another order; consecutive samples not a fixed stride apart.
+  std::vector<uint64_t> a, b;
+  std::set<uint64_t> strides;
+  for (uint64_t g = 0; g < 100; ++g) {
+    a.push_back(sampleRow(g, 1, 100));
+    b.push_back(sampleRow(g, 2, 100));
+    if (g > 0)
+      strides.insert((a[g] + 100 - a[g - 1]) % 100);
+  }
+  CHECK(a != b);
+  CHECK(strides.size() > 10);
 }
 
 namespace {
@@ -126,25 +166,26 @@ TEST_CASE("data: tensor file batches", "[runtime][data]") {
   auto ds = TensorDataset::open(path, kMlpInputs, 5);
   REQUIRE(ds.isOk());
   CHECK(ds->numSamples() == 10);
-  // B=2, accum=2, dp=2, dp_rank=1: step 0, micro 1 is g = 6, 7 -> rows 1, 2
+  // B=2, accum=2, dp=2, dp_rank=1: step 0, micro 1 is g = 6, 7 -> rows 4, 0
+  // (reference_train.py's row_of with seed 5 and N = 10)
   auto b = ds->trainBatch({2, 2, 2, 1}, 0, 1);
   REQUIRE(b.size() == 2);
   CHECK(b[0].dtype == "F32");
   CHECK(b[0].shape == std::vector<int64_t>{2, 3});
   CHECK(b[1].shape == std::vector<int64_t>{2});
   REQUIRE(b[0].bytes.size() == 6 * sizeof(float));
-  CHECK(elementAt<float>(b[0], 0) == 10.0f);
-  CHECK(elementAt<float>(b[0], 2) == 12.0f);
-  CHECK(elementAt<float>(b[0], 3) == 20.0f);
-  CHECK(elementAt<int64_t>(b[1], 0) == 100);
-  CHECK(elementAt<int64_t>(b[1], 1) == 200);
-  auto first = ds->trainBatch({2, 2, 2, 1}, 0, 0); // g = 2, 3 -> rows 7, 8
-  CHECK(elementAt<int64_t>(first[1], 0) == 700);
+  CHECK(elementAt<float>(b[0], 0) == 40.0f);
+  CHECK(elementAt<float>(b[0], 2) == 42.0f);
+  CHECK(elementAt<float>(b[0], 3) == 0.0f);
+  CHECK(elementAt<int64_t>(b[1], 0) == 400);
+  CHECK(elementAt<int64_t>(b[1], 1) == 0);
+  auto first = ds->trainBatch({2, 2, 2, 1}, 0, 0); // g = 2, 3 -> rows 6, 8
+  CHECK(elementAt<int64_t>(first[1], 0) == 600);
   CHECK(elementAt<int64_t>(first[1], 1) == 800);
-  auto v = ds->valBatch({2, 2, 2, 1}, 3); // step 3, accum 1: g = 14, 15 -> rows 9, 0
-  CHECK(elementAt<int64_t>(v[1], 0) == 900);
-  CHECK(elementAt<int64_t>(v[1], 1) == 0);
-  CHECK(elementAt<float>(v[0], 4) == 1.0f);
+  auto v = ds->valBatch({2, 2, 2, 1}, 3); // step 3, accum 1: g = 14, 15 -> rows 6, 3
+  CHECK(elementAt<int64_t>(v[1], 0) == 600);
+  CHECK(elementAt<int64_t>(v[1], 1) == 300);
+  CHECK(elementAt<float>(v[0], 4) == 31.0f);
   std::filesystem::remove_all(dir);
 }
 
