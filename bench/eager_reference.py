@@ -1,9 +1,10 @@
 """PyTorch eager baseline for bench/gpu_vs_eager.sh.
 
 eager_reference.py --config gpt2 --mbs 8 --steps S --warmup W --device cuda|cpu
-                   --precision fp32|bf16 [--threads N]
+                   --precision fp32|tf32|bf16 [--threads N]
 Trains examples/nanogpt's GPT in one process as nanoGPT's train.py does (AdamW,
-bf16 under torch.autocast, synthetic tokens) and prints `eager tokens/s: X`
+bf16 under torch.autocast, synthetic tokens; tf32: float32 with
+torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 set) and prints `eager tokens/s: X`
 over the steps after the warmup ones (the device synchronised at both ends)."""
 import argparse
 import os
@@ -29,11 +30,14 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.precision == "tf32":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     cfg = CONFIGS[args.config]
     torch.manual_seed(0)
     model = GPT(cfg).to(args.device)

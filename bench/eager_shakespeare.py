@@ -3,7 +3,7 @@
 eager_shakespeare.py --data DIR [--config default] [--mbs 64] [--steps 5000] [--lr 1e-3]
     [--min-lr 1e-4] [--warmup 100] [--beta2 0.99] [--weight-decay 0.1] [--grad-clip 1.0]
     [--val-every 250] [--val-batches 200] [--log-every 10] [--device cuda|cpu]
-    [--precision bf16|fp32] [--dropout P] [--val-windows nnsc|random] [--seed 1337]
+    [--precision bf16|fp32] [--dropout P] [--val-windows nnsc|random] [--seed 1337] [--val-seed 0]
     [--threads N]
 
 Trains examples/nanogpt's GPT on DIR/train.bin (nnsc-prepare-data's uint16 ids) as nanoGPT's
@@ -11,12 +11,13 @@ train.py does: random windows of the training split each step, AdamW over two gr
 decay on tensors of >= 2 dims; fused on cuda where this torch has it), get_lr's warmup and
 cosine, clip_grad_norm_, bf16 under torch.autocast, a host read of the loss every log-every
 steps. Validation as nnsc-run's (after every val-every steps and at the end): model.eval(),
-val-batches windows of DIR/val.bin, the same windows each time: nnsc-run's own (its
-data formula with seed 0, docs/trainer-config.md) unless --val-windows random. Prints one line per
-validation, `eager step N val loss X elapsed Y s (train loss Z)` (Z: the mean training loss,
-dropout on, over the steps since the last validation), and at the end `eager best val loss X at
-step N (elapsed Y s); total Z s`. Elapsed times start after the model, optimizer and data are
-ready (as nnsc-run's elapsed_s starts with its training loop), the device synchronised."""
+val-batches windows of DIR/val.bin, the same windows each time: nnsc-run's own (its data
+formula with its `seed` as --val-seed, docs/trainer-config.md) unless --val-windows random.
+Prints one line per validation, `eager step N val loss X elapsed Y s (train loss Z)` (Z: the
+mean training loss, dropout on, over the steps since the last validation), and at the end
+`eager best val loss X at step N (elapsed Y s); total Z s`. Elapsed times start after the
+model, optimizer and data are ready (as nnsc-run's elapsed_s starts with its training loop),
+the device synchronised."""
 import argparse
 import dataclasses
 import inspect
@@ -87,10 +88,12 @@ def main():
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
     ap.add_argument("--val-windows", default="nnsc", choices=["nnsc", "random"],
-                    help="nnsc: the windows nnsc-run validates on (data seed 0); random: drawn "
+                    help="nnsc: the windows nnsc-run validates on (data seed --val-seed); random: drawn "
                          "once with seed 1")
     ap.add_argument("--dropout", type=float, default=None, help="the config's dropout by default")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--val-seed", type=int, default=0,
+                    help="the nnsc-run seed whose validation windows --val-windows nnsc uses")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
     if args.threads:
@@ -116,8 +119,8 @@ def main():
 
     def validate():
         model.eval()
-        if args.val_windows == "nnsc":  # nnsc-run's sampleOffset with data seed 0
-            starts = torch.tensor([[nnsc_offset(g, 0, len(val), T)
+        if args.val_windows == "nnsc":  # nnsc-run's sampleOffset with its data seed
+            starts = torch.tensor([[nnsc_offset(g, args.val_seed, len(val), T)
                                     for g in range(b * args.mbs, (b + 1) * args.mbs)]
                                    for b in range(args.val_batches)])
         else:

@@ -3,7 +3,8 @@
 # nanoGPT config and micro-batch (issue 9's benchmark; run on a GPU machine,
 # never part of CI). Both train with AdamW on synthetic tokens and exclude the
 # first WARMUP steps (nnsc-run reads its losses every WARMUP steps, so on cuda
-# the measured steps' times come from reads after the warmup); fp32, then bf16
+# the measured steps' times come from reads after the warmup); fp32, fp32 with
+# TF32 matmuls (nnsc-run precision.tf32, eager torch.backends.*.allow_tf32), then bf16
 # twice: nnsc-run with precision.mode bf16 in recipe megatron (bf16 weights and
 # activations, float32 masters) and in recipe autocast (float32 weights, the
 # casts torch.autocast makes), against one eager run with torch.autocast(bf16)
@@ -12,9 +13,10 @@
 #   MFU = tokens/s x (6 N + 12 L H Q T) / PEAK
 # (nanoGPT's estimate_mfu: N parameters without the position embedding, L
 # layers, H heads, Q head size, T block size; PEAK defaults to the H100 SXM's
-# dense bf16 989 TF/s, used for both precisions).
+# dense bf16 989 TF/s, used for every precision).
 #   DEVICE=cuda CONFIG=gpt2 MBS=8 STEPS=20 WARMUP=5 PY=python3 bench/gpu_vs_eager.sh
 # A CPU smoke run: DEVICE=cpu CONFIG=small MBS=2 STEPS=3 WARMUP=1 bench/gpu_vs_eager.sh
+# (PRECISIONS="fp32 bf16" runs a subset; tf32 is fp32 on cpu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEVICE=${DEVICE:-cuda} CONFIG=${CONFIG:-gpt2} MBS=${MBS:-8} STEPS=${STEPS:-20} WARMUP=${WARMUP:-5}
@@ -38,20 +40,20 @@ $B/nnsc-trace "$W/real/model.pt" --inputs "$W/real/inputs.yaml" -o "$W/real" --n
 $B/nnsc-plan "$W/real/graph.pb" --policy dp --runtime-ngpus 1 -o "$W/plan.pb" > /dev/null
 $B/nnsc-codegen "$W/real/graph.pb" "$W/plan.pb" -o "$W/prog" > /dev/null
 vocab=$("$PY" -c "import sys; sys.path.insert(0, 'examples/nanogpt'); from model import CONFIGS; print(CONFIGS['$CONFIG'].vocab_size)")
-nnsc_tps() { # precision recipe -> tokens/s over the steps after the warmup
-  cat > "$W/cfg-$1-$2.yaml" <<YAML
+nnsc_tps() { # precision recipe tf32 -> tokens/s over the steps after the warmup
+  cat > "$W/cfg-$1-$2-$3.yaml" <<YAML
 program: $W/prog
-run_dir: $W/run-$1-$2
+run_dir: $W/run-$1-$2-$3
 device: $DEVICE
 report_memory: "false"
 data: {kind: synthetic, vocab_size: $vocab}
 train: {steps: $((STEPS + WARMUP)), log_every: $((WARMUP > 0 ? WARMUP : 1))}
 optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}
 checkpoint: {every: 0, keep_last: 1}
-precision: {mode: $1, recipe: $2}
+precision: {mode: $1, recipe: $2, tf32: $3}
 YAML
-  $B/nnsc-run "$W/cfg-$1-$2.yaml" --nproc-per-node 1 > "$W/nnsc-$1-$2.log"
-  "$PY" - "$W/run-$1-$2/metrics.jsonl" "$WARMUP" <<'PY'
+  $B/nnsc-run "$W/cfg-$1-$2-$3.yaml" --nproc-per-node 1 > "$W/nnsc-$1-$2-$3.log"
+  "$PY" - "$W/run-$1-$2-$3/metrics.jsonl" "$WARMUP" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows = [r for r in rows if r["step"] > int(sys.argv[2])]
@@ -59,16 +61,19 @@ print(f"{sum(r['tokens_per_s'] * r['step_s'] for r in rows) / sum(r['step_s'] fo
 PY
 }
 echo "config $CONFIG, micro-batch $MBS, 1 $DEVICE device, $STEPS measured steps after $WARMUP; flops/token $flops, peak $PEAK"
-for precision in fp32 bf16; do
+for precision in ${PRECISIONS:-fp32 tf32 bf16}; do
   eager=$("$PY" bench/eager_reference.py --config "$CONFIG" --mbs "$MBS" --steps "$STEPS" \
             --warmup "$WARMUP" --device "$DEVICE" --precision "$precision" |
           sed -n 's/eager tokens\/s: \([0-9.]*\).*/\1/p')
   recipes=megatron
-  [ "$precision" = fp32 ] || recipes="megatron autocast"
+  [ "$precision" = bf16 ] && recipes="megatron autocast"
   for recipe in $recipes; do
-    nnsc=$(nnsc_tps "$precision" "$recipe")
     label=$precision
-    [ "$precision" = fp32 ] || label="$precision ($recipe)"
+    case $precision in
+      fp32) nnsc=$(nnsc_tps fp32 megatron false) ;;
+      tf32) nnsc=$(nnsc_tps fp32 megatron true) ;;
+      bf16) nnsc=$(nnsc_tps bf16 "$recipe" false) label="bf16 ($recipe)" ;;
+    esac
     awk -v p="$label" -v n="$nnsc" -v e="$eager" -v f="$flops" -v peak="$PEAK" 'BEGIN {
       printf "%s: nnsc-run %.1f tokens/s (MFU %.1f%%), PyTorch eager %.1f tokens/s (MFU %.1f%%), ratio nnsc / eager %.2f\n",
         p, n, 100 * n * f / peak, e, 100 * e * f / peak, n / e }'

@@ -9,7 +9,11 @@
 # VAL_BATCHES batches in eval mode after every VAL_EVERY steps, on the same windows (nnsc-run's;
 # eager_shakespeare.py --val-windows nnsc). Prints each run's validation losses and wall times,
 # the best of each and, per recipe, the ratios nnsc / eager of the time to the best loss and of
-# the whole run; the goal is nnsc's best <= TARGET (1.47) in no more time than eager.
+# the whole run; the goal is nnsc's best <= TARGET (1.47) in no more time than eager. SEEDS
+# (default 1337) repeats the comparison per seed, nnsc-run's `seed` (dropout masks and data
+# windows; the initial weights are export.py's) against eager's --seed (weights, dropout,
+# windows), both validating on nnsc-run's windows of that seed, and prints the mean and spread
+# of the best losses: what run-to-run noise is at this target.
 #   TEXT=data/tinyshakespeare.txt DEVICE=cuda PY=python3 bench/shakespeare_char.sh
 # A CPU smoke run (minutes):
 #   DEVICE=cpu CONFIG=tiny MBS=4 STEPS=20 VAL_EVERY=10 VAL_BATCHES=2 bench/shakespeare_char.sh
@@ -19,6 +23,7 @@ DEVICE=${DEVICE:-cuda} CONFIG=${CONFIG:-default} MBS=${MBS:-64} STEPS=${STEPS:-5
 VAL_EVERY=${VAL_EVERY:-250} VAL_BATCHES=${VAL_BATCHES:-200} PRECISION=${PRECISION:-bf16}
 DROPOUT=${DROPOUT:-} # the config's (0.2 for default) unless set
 RECIPES=${RECIPES:-autocast megatron} # precision.recipe of each nnsc-run (bf16 only)
+SEEDS=${SEEDS:-1337} # each a run of every recipe and one of eager (weights, dropout, data)
 TARGET=${TARGET:-1.47}
 TEXT=${TEXT:-../shared/data/tinyshakespeare.txt}
 PY=${PY:-$(command -v python3)}
@@ -37,11 +42,13 @@ trap 'echo "shakespeare_char.sh: failed; see $W/*.log" >&2' ERR
 } > "$W/tools.log" 2>&1
 echo "config $CONFIG, batch $MBS, $STEPS steps, validation of $VAL_BATCHES batches every $VAL_EVERY, $PRECISION, 1 $DEVICE device"
 [ "$PRECISION" = bf16 ] || RECIPES=megatron
+for seed in $SEEDS; do
 for recipe in $RECIPES; do
-  cat > "$W/cfg-$recipe.yaml" <<YAML
+  cat > "$W/cfg-$recipe-$seed.yaml" <<YAML
 program: $W/prog
-run_dir: $W/run-$recipe
+run_dir: $W/run-$recipe-$seed
 device: $DEVICE
+seed: $seed
 report_memory: "false"
 data: {train: $W/data/train.bin, val: $W/data/val.bin}
 train: {steps: $STEPS, log_every: 10, val_every: $VAL_EVERY, val_batches: $VAL_BATCHES}
@@ -51,10 +58,10 @@ checkpoint: {every: 0, keep_last: 1}
 precision: {mode: $PRECISION, recipe: $recipe}
 YAML
   t0=$(date +%s.%N)
-  $B/nnsc-run "$W/cfg-$recipe.yaml" --nproc-per-node 1 > "$W/nnsc-$recipe.log"
+  $B/nnsc-run "$W/cfg-$recipe-$seed.yaml" --nproc-per-node 1 > "$W/nnsc-$recipe-$seed.log"
   t1=$(date +%s.%N)
-  "$PY" - "$W/run-$recipe/metrics.jsonl" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
-    "nnsc-run ($recipe)" > "$W/nnsc-$recipe.txt" <<'PY'
+  "$PY" - "$W/run-$recipe-$seed/metrics.jsonl" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+    "nnsc-run ($recipe, seed $seed)" > "$W/nnsc-$recipe-$seed.txt" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 who = sys.argv[3]
@@ -73,27 +80,39 @@ PY
 done
 "$PY" bench/eager_shakespeare.py --data "$W/data" --config "$CONFIG" --mbs "$MBS" \
   --steps "$STEPS" --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES" --device "$DEVICE" \
-  --precision "$PRECISION" ${DROPOUT:+--dropout "$DROPOUT"} > "$W/eager.txt"
-cat "$W"/nnsc-*.txt "$W/eager.txt"
-for recipe in $RECIPES; do
-  "$PY" - "$W/nnsc-$recipe.txt" "$W/eager.txt" "$TARGET" "$recipe" <<'PY'
-import re, sys
-target, recipe = float(sys.argv[3]), sys.argv[4]
+  --precision "$PRECISION" --seed "$seed" --val-seed "$seed" ${DROPOUT:+--dropout "$DROPOUT"} \
+  > "$W/eager-$seed.txt"
+cat "$W"/nnsc-*-"$seed".txt "$W/eager-$seed.txt"
+done
+"$PY" - "$W" "$TARGET" "$RECIPES" "$SEEDS" <<'PY'
+import re, statistics, sys
+W, target, recipes, seeds = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 def side(path):
+    text = open(path).read()
     vals = [(float(v), float(t)) for v, t in
-            re.findall(r"step \d+ val loss ([0-9.]+) elapsed ([0-9.]+) s", open(path).read())]
-    total = float(re.search(r"; total ([0-9.]+) s", open(path).read()).group(1))
+            re.findall(r"step \d+ val loss ([0-9.]+) elapsed ([0-9.]+) s", text)]
+    total = float(re.search(r"; total ([0-9.]+) s", text).group(1))
     best = min(vals)
     reach = next((t for v, t in vals if v <= target), None)
     return best, reach, total
-(nb, nreach, ntot), (eb, ereach, etot) = side(sys.argv[1]), side(sys.argv[2])
-print(f"recipe {recipe}: best val loss nnsc {nb[0]:.4f}, eager {eb[0]:.4f}; time to the best "
-      f"nnsc / eager: {nb[1] / eb[1]:.2f}; whole run nnsc / eager: {ntot / etot:.2f}")
-if nreach is not None and ereach is not None:
-    print(f"recipe {recipe}: time to val loss <= {target}: nnsc {nreach:.2f} s, eager "
-          f"{ereach:.2f} s, nnsc / eager {nreach / ereach:.2f}")
-ok = nreach is not None and (ereach is None or nreach <= ereach)
-print(f"recipe {recipe}: goal (val loss <= {target} in no more time than eager): "
-      f"{'met' if ok else 'not met'}")
+eager = {seed: side(f"{W}/eager-{seed}.txt") for seed in seeds}
+for recipe in recipes:
+    bests = []
+    for seed in seeds:
+        (nb, nreach, ntot), (eb, ereach, etot) = side(f"{W}/nnsc-{recipe}-{seed}.txt"), eager[seed]
+        bests.append(nb[0])
+        print(f"recipe {recipe}, seed {seed}: best val loss nnsc {nb[0]:.4f}, eager {eb[0]:.4f}; "
+              f"time to the best nnsc / eager: {nb[1] / eb[1]:.2f}; whole run nnsc / eager: "
+              f"{ntot / etot:.2f}")
+        if nreach is not None and ereach is not None:
+            print(f"recipe {recipe}, seed {seed}: time to val loss <= {target}: nnsc "
+                  f"{nreach:.2f} s, eager {ereach:.2f} s, nnsc / eager {nreach / ereach:.2f}")
+        ok = nreach is not None and (ereach is None or nreach <= ereach)
+        print(f"recipe {recipe}, seed {seed}: goal (val loss <= {target} in no more time than "
+              f"eager): {'met' if ok else 'not met'}")
+    if len(seeds) > 1:
+        ebests = [eager[s][0][0] for s in seeds]
+        print(f"recipe {recipe}: mean best val loss over {len(seeds)} seeds: nnsc "
+              f"{statistics.mean(bests):.4f} (spread {max(bests) - min(bests):.4f}), eager "
+              f"{statistics.mean(ebests):.4f} (spread {max(ebests) - min(ebests):.4f})")
 PY
-done
