@@ -94,20 +94,24 @@ struct NcclComm {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   int device = 0;
-  void *barrierBuffer = nullptr;
+  // From the caching allocator: its release at teardown does not wait for the
+  // device, as cudaFree would (behind another communicator's stuck kernels).
+  at::Tensor barrierBuffer;
   bool aborted = false;
   Status failure; ///< why it was aborted
   std::mutex mutex;
 
+  // An operation still unfinished here (the run failed and a peer left
+  // without its side) would keep ncclCommDestroy waiting for ever: such a
+  // communicator is aborted instead, so a failed run's teardown ends and its
+  // error is printed.
   ~NcclComm() {
-    stopWatchdog();
+    bool unfinished = stopWatchdog();
     cudaSetDevice(device);
     if (comm)
-      aborted ? ncclCommAbort(comm) : ncclCommDestroy(comm);
+      (aborted || unfinished) ? ncclCommAbort(comm) : ncclCommDestroy(comm);
     if (stream)
       cudaStreamDestroy(stream);
-    if (barrierBuffer)
-      cudaFree(barrierBuffer);
   }
 
   // Polls the communicator until pending work is enqueued (non-blocking
@@ -151,7 +155,8 @@ struct NcclComm {
   }
 
 private:
-  void stopWatchdog() {
+  // Stops the watchdog; true when a watched operation has not finished.
+  bool stopWatchdog() {
     {
       std::lock_guard<std::mutex> lock(watchMutex_);
       stopping_ = true;
@@ -159,6 +164,11 @@ private:
     wake_.notify_all();
     if (watchdog_.joinable())
       watchdog_.join();
+    cudaSetDevice(device);
+    for (const auto &op : watched_)
+      if (cudaEventQuery(op->done) == cudaErrorNotReady)
+        return true;
+    return false;
   }
 
   // Every 2 ms: drops the finished operations; aborts on a late one or an
@@ -307,13 +317,24 @@ Status initComm(NcclComm &c, const GroupInfo &group, const c10::intrusive_ptr<c1
   NNSC_RETURN_IF_ERROR(c.settle(Clock::now() + group.timeout, group.timeout));
   NNSC_RETURN_IF_ERROR(cudaStatus(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),
                                   "cudaStreamCreateWithFlags"));
-  return cudaStatus(cudaMalloc(&c.barrierBuffer, sizeof(float)), "cudaMalloc");
+  try {
+    c.barrierBuffer =
+        at::zeros({1}, at::TensorOptions()
+                           .dtype(at::kFloat)
+                           .device(at::kCUDA, static_cast<c10::DeviceIndex>(c.device)));
+  } catch (const std::exception &e) {
+    return errorf("allocating the barrier's buffer on cuda:{}: {}", c.device, exceptionMessage(e));
+  }
+  return Status::ok();
 }
 
-Status checkCuda(const std::vector<at::Tensor> &tensors) {
+// NCCL reads and writes the tensors on the communicator's own device.
+Status checkCuda(const std::vector<at::Tensor> &tensors, int device) {
   for (const at::Tensor &t : tensors) {
     if (!t.is_cuda())
       return errorf("backend 'nccl' needs CUDA tensors; got a tensor on {}", t.device().str());
+    if (t.get_device() != device)
+      return errorf("backend 'nccl' on cuda:{} got a tensor on {}", device, t.device().str());
     if (!ncclType(t.scalar_type()))
       return ncclType(t.scalar_type()).status();
   }
@@ -429,8 +450,8 @@ protected:
     return enqueue(
         "barrier", {},
         [&](ncclComm_t c, cudaStream_t s) {
-          return ncclAllReduce(comm_->barrierBuffer, comm_->barrierBuffer, 1, ncclFloat32,
-                               ncclSum, c, s);
+          void *buffer = comm_->barrierBuffer.data_ptr();
+          return ncclAllReduce(buffer, buffer, 1, ncclFloat32, ncclSum, c, s);
         },
         {}, /*blocking=*/true);
   }
@@ -446,7 +467,7 @@ private:
     auto issued = std::make_shared<Issued>();
     issued->timeout = group().timeout;
     issued->context = context(op);
-    Status s = checkCuda(tensors);
+    Status s = checkCuda(tensors, comm_->device);
     cudaEvent_t ready = nullptr;
     if (s) {
       std::lock_guard<std::mutex> lock(comm_->mutex);

@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "TensorIO.h"
 #include "TrainerImpl.h"
@@ -33,6 +34,19 @@ std::set<PipeChannel> channelsOf(const TrainerState &s) {
             channels.insert(pipeChannel(t, me, chunk.stage(), true, !sending));
         }
   return channels;
+}
+
+// The dtype a tensor (or its gradient) crosses a cut in: the manifest's, or
+// under a 16-bit recipe the compute dtype for floating tensors. Both ends
+// use it: NCCL moves bytes, so a sender's other dtype (autocast's bf16
+// matmul output where the manifest says float32, a float32 loss-path
+// tensor under recipe megatron) would leave the receiver waiting.
+at::ScalarType wireDtype(const TrainerState &s, const proto::PipeTensor &t) {
+  at::ScalarType dtype =
+      scalarTypeOfCode(safetensorsCodeOfProtoDType(t.dtype())).value_or(at::kFloat);
+  if (s.precision && at::isFloatingType(dtype))
+    dtype = s.precision->computeDtype(); // activations travel in the compute dtype
+  return dtype;
 }
 
 } // namespace
@@ -139,7 +153,6 @@ void PipelineRunner::planReductions(TrainerState &s) {
 
 Status PipelineRunner::receive(TrainerState &s, int stage, const proto::PipeTensor &t,
                                bool gradient, at::Tensor &out) {
-  auto type = scalarTypeOfCode(safetensorsCodeOfProtoDType(t.dtype()));
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
   if (t.peer() == s.env.rank) {
     auto &queue = local_[{t.tag(), gradient}];
@@ -152,10 +165,7 @@ Status PipelineRunner::receive(TrainerState &s, int stage, const proto::PipeTens
     queue.erase(queue.begin());
     return Status::ok();
   }
-  at::ScalarType dtype = type.value_or(at::kFloat);
-  if (s.precision && at::isFloatingType(dtype))
-    dtype = s.precision->computeDtype(); // activations travel in the compute dtype
-  out = at::empty(shape, at::TensorOptions().dtype(dtype).device(s.device));
+  out = at::empty(shape, at::TensorOptions().dtype(wireDtype(s, t)).device(s.device));
   auto from = channel(s, stage, t, gradient, /*sending=*/false);
   if (!from)
     return from.status();
@@ -169,11 +179,17 @@ Status PipelineRunner::receive(TrainerState &s, int stage, const proto::PipeTens
 
 Status PipelineRunner::send(TrainerState &s, int stage, const proto::PipeTensor &t, bool gradient,
                             const at::Tensor &value) {
-  at::Tensor data = value.detach().contiguous();
   if (t.peer() == s.env.rank) {
-    local_[{t.tag(), gradient}].push_back(data.clone());
+    local_[{t.tag(), gradient}].push_back(value.detach().contiguous().clone());
     return Status::ok();
   }
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  if (value.sizes() != c10::IntArrayRef(shape))
+    return Status::internal(fmt::format(
+        "error: rank {}: {} of {} to rank {} has shape [{}]; the pipeline manifest says [{}]",
+        s.env.rank, gradient ? "the gradient" : "the value", t.name(), t.peer(),
+        fmt::join(value.sizes(), ", "), fmt::join(shape, ", ")));
+  at::Tensor data = value.detach().to(wireDtype(s, t)).contiguous();
   auto to = channel(s, stage, t, gradient, /*sending=*/true);
   if (!to)
     return to.status();

@@ -127,6 +127,19 @@ void Reducer::markReady(size_t k) {
     launch(buckets_[nextLaunch_++]);
 }
 
+namespace {
+
+// A 16-bit bucket is divided before its reduction, as Megatron scales its
+// gradients before it reduces them: NCCL sums in the bucket's dtype, hop by
+// hop, where the sum of the copies' fp16 gradients could overflow when their
+// mean would not. (Gloo sums 16-bit buckets in float32, GlooBackend.cpp; with
+// a power-of-two divisor both orders give the same bits.)
+bool dividesFirst(const at::Tensor &flat, int64_t divisor) {
+  return divisor != 1 && (flat.scalar_type() == at::kBFloat16 || flat.scalar_type() == at::kHalf);
+}
+
+} // namespace
+
 void Reducer::launch(Bucket &b) {
   at::NoGradGuard noGrad;
   const at::Tensor &first = params_[b.members[0]];
@@ -145,6 +158,8 @@ void Reducer::launch(Bucket &b) {
     if (!mainGrads_.empty() && mainGrads_[b.members[j]].grad().defined())
       slot.add_(mainGrads_[b.members[j]].grad().reshape({-1}));
   }
+  if (dividesFirst(b.flat, divisor_))
+    b.flat.narrow(0, 0, b.numel).div_(divisor_);
   if (!scatter_) {
     std::vector<at::Tensor> tensors{b.flat};
     b.work = group_->allReduce(tensors);
@@ -218,8 +233,9 @@ Status Reducer::finish() {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];
     NNSC_RETURN_IF_ERROR(waitBucket(i, "gradient reducer"));
+    const bool divided = dividesFirst(b.flat, divisor_);
     if (scatter_) {
-      if (divisor_ != 1)
+      if (divisor_ != 1 && !divided)
         b.shard.div_(divisor_);
       for (size_t m : b.members) // mixed precision: both parts are in the bucket now
         if (!mainGrads_.empty()) {
@@ -228,7 +244,7 @@ Status Reducer::finish() {
         }
       continue;
     }
-    if (divisor_ != 1)
+    if (divisor_ != 1 && !divided)
       b.flat.div_(divisor_);
     for (size_t j = 0; j < b.members.size(); ++j) {
       at::Tensor &p = params_[b.members[j]];

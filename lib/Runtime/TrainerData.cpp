@@ -256,9 +256,11 @@ at::Tensor programInput(const TrainerState &s, const at::Tensor &input) {
     return input.to(s.device, dtype);
   // To a GPU from pinned memory without waiting: the copy is queued on the
   // current stream ahead of the kernels that read it (the caching host
-  // allocator keeps the pinned block until the copy has run).
+  // allocator keeps the pinned block until the copy has run). The dtype
+  // changes on the GPU: a copy that also converts would convert on the host
+  // into pageable memory first, and a copy from there waits.
   at::Tensor pinned = input.is_pinned() ? input : input.pin_memory();
-  return pinned.to(s.device, dtype, /*non_blocking=*/true);
+  return pinned.to(s.device, pinned.scalar_type(), /*non_blocking=*/true).to(dtype);
 }
 
 at::Tensor shardValue(const TrainerState &s, size_t i) {

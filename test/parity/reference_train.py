@@ -33,10 +33,11 @@ Semantics mirrored from docs/trainer-config.md:
   (weights, buffers, floating inputs) runs in the low dtype; the optimizer
   updates float32 masters, which are rounded into the model after each step.
   Each copy's gradient is summed over its micro-batches in float32 (in order);
-  with several copies each copy's sum is rounded to grad_reduce_dtype, the
-  copies' sums are added in float32 (nnsc's Gloo sums bf16 in float32; fp16 as
-  Gloo does, per element in float) and rounded to it again, then divided by the
-  copy count. fp16 multiplies each backward's loss by the dynamic loss scale
+  with several copies each copy's sum is rounded to grad_reduce_dtype (a 16-bit
+  one then divided by the copy count, as nnsc's Reducer divides before a 16-bit
+  reduction), the copies' parts are added in float32 (nnsc's Gloo sums bf16 in
+  float32; fp16 as Gloo does, per element in float) and rounded to it again
+  (float32: the sum divided by the copy count). fp16 multiplies each backward's loss by the dynamic loss scale
   (loss * scale / accum), divides the masters' gradients by it, and skips the
   step (no update, scale backed off) when any is not finite. With loss_dtype
   fp32 (the default) the loss operators take float32 inputs
@@ -262,10 +263,17 @@ class MixedPrecision:
             if dp == 1:
                 m.grad = sums[0]
                 continue
-            total = sums[0].to(self.reduce).float()
+            if self.reduce == torch.float32:
+                total = sums[0]
+                for s in sums[1:]:
+                    total = total + s
+                m.grad = total / dp
+                continue
+            # A 16-bit reduction divides first (nnsc's Reducer, as Megatron).
+            total = (sums[0].to(self.reduce) / dp).float()
             for s in sums[1:]:
-                total = total + s.to(self.reduce).float()
-            m.grad = (total.to(self.reduce) / dp).float()
+                total = total + (s.to(self.reduce) / dp).float()
+            m.grad = total.to(self.reduce).float()
 
     def unscale(self):
         """fp16: grads / scale; True when any is not finite (the step is skipped)."""
