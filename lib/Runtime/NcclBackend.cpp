@@ -12,16 +12,18 @@
 //
 // Failures: the communicator is non-blocking, so init polls with a deadline.
 // A watchdog thread per communicator polls the unfinished operations; one
-// past its deadline, or an asynchronous NCCL error, aborts the communicator
-// (its kernels return, so nothing waits forever, neither the GPU nor a host
-// read behind it) and the failure, naming the operation, is returned by the
-// communicator's next operation and by every wait.
+// past its deadline (counted from when the communicator's stream reaches it,
+// not from when the host queued it), or an asynchronous NCCL error, aborts
+// the communicator (its kernels return, so nothing waits forever, neither the
+// GPU nor a host read behind it) and the failure, naming the operation, is
+// returned by the communicator's next operation and by every wait.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 
 #include <ATen/ATen.h>
@@ -75,14 +77,28 @@ std::string timeoutText(std::chrono::milliseconds timeout) {
                      timeout.count());
 }
 
-// The completion of one issued operation: its event (destroyed with the last
-// owner, the work or the watchdog), when it is late, and what it was.
+// One issued operation: its start and completion events on the
+// communicator's stream (destroyed with the last owner, the work or the
+// watchdog), its timeout and what it was. The timeout counts from the start:
+// the stream reaches the operation only after the kernels queued before it
+// (a host far ahead of a busy GPU is not a late peer).
 struct Issued {
+  cudaEvent_t started = nullptr;
   cudaEvent_t done = nullptr;
-  Clock::time_point deadline;
   std::chrono::milliseconds timeout{0};
   std::string context;
+  std::optional<Clock::time_point> deadline; ///< set once `started` is seen
+
+  // The deadline, once the operation has started; none while it waits its turn.
+  std::optional<Clock::time_point> deadlineNow() {
+    if (!deadline && cudaEventQuery(started) != cudaErrorNotReady)
+      deadline = Clock::now() + timeout;
+    return deadline;
+  }
+
   ~Issued() {
+    if (started)
+      cudaEventDestroy(started);
     if (done)
       cudaEventDestroy(done);
   }
@@ -173,7 +189,8 @@ private:
 
   // Every 2 ms: drops the finished operations; aborts on a late one or an
   // asynchronous error. Operations finish in issue order on the one stream,
-  // so the oldest unfinished one is the one to time.
+  // so the oldest unfinished one is the one to time (from its start: only
+  // this thread reads or sets an Issued's deadline).
   void watchLoop() {
     cudaSetDevice(device); // the thread's events and communicator are there
     std::unique_lock<std::mutex> lock(watchMutex_);
@@ -187,7 +204,7 @@ private:
       }
       if (watched_.empty())
         continue;
-      const Issued &oldest = *watched_.front();
+      Issued &oldest = *watched_.front();
       std::string why;
       {
         std::lock_guard<std::mutex> commLock(mutex);
@@ -199,7 +216,7 @@ private:
         ncclCommGetAsyncError(comm, &state);
         if (state != ncclSuccess && state != ncclInProgress)
           why = fmt::format("{} ({})", ncclGetErrorString(state), ncclGetLastError(comm));
-        else if (Clock::now() > oldest.deadline)
+        else if (auto deadline = oldest.deadlineNow(); deadline && Clock::now() > *deadline)
           why = timeoutText(oldest.timeout);
         if (!why.empty())
           (void)abort(fmt::format("{}: {}", oldest.context, why));
@@ -252,7 +269,8 @@ private:
     return Status::ok();
   }
 
-  // The host waits for the operation (the watchdog aborts a late one).
+  // The host waits for the operation (the watchdog aborts a late one); its
+  // `timeout` counts from the operation's start, as the watchdog's does.
   Status block(std::chrono::milliseconds timeout) {
     Clock::time_point deadline = Clock::now() + timeout;
     while (true) {
@@ -262,7 +280,9 @@ private:
       if (e != cudaErrorNotReady)
         return cudaStatus(e, "cudaEventQuery");
       NNSC_RETURN_IF_ERROR(comm_->check());
-      if (Clock::now() > deadline) {
+      if (cudaEventQuery(issued_->started) == cudaErrorNotReady)
+        deadline = Clock::now() + timeout; // still behind the work queued before it
+      else if (Clock::now() > deadline) {
         std::lock_guard<std::mutex> lock(comm_->mutex);
         return comm_->abort(timeoutText(timeout));
       }
@@ -471,29 +491,31 @@ private:
     cudaEvent_t ready = nullptr;
     if (s) {
       std::lock_guard<std::mutex> lock(comm_->mutex);
-      s = issue(calls, ready, issued->done);
+      s = issue(calls, ready, *issued);
     }
     if (ready)
       cudaEventDestroy(ready);
     if (!s)
       return Work::finished(s.withContext(issued->context));
-    issued->deadline = Clock::now() + issued->timeout;
     comm_->watch(issued);
     return std::make_shared<NcclWork>(comm_, std::move(issued), blocking, std::move(tensors),
                                       std::move(finish));
   }
 
-  Status issue(const Calls &calls, cudaEvent_t &ready, cudaEvent_t &done) {
+  Status issue(const Calls &calls, cudaEvent_t &ready, Issued &issued) {
     if (comm_->aborted)
       return comm_->failure.withContext("the communicator was aborted by an earlier failure");
     NNSC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(comm_->device), "cudaSetDevice"));
     NNSC_RETURN_IF_ERROR(
         cudaStatus(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate"));
-    NNSC_RETURN_IF_ERROR(
-        cudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate"));
+    for (cudaEvent_t *e : {&issued.started, &issued.done})
+      NNSC_RETURN_IF_ERROR(
+          cudaStatus(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate"));
     NNSC_RETURN_IF_ERROR(cudaStatus(cudaEventRecord(ready, cudaStreamLegacy), "cudaEventRecord"));
     NNSC_RETURN_IF_ERROR(
         cudaStatus(cudaStreamWaitEvent(comm_->stream, ready, 0), "cudaStreamWaitEvent"));
+    NNSC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventRecord(issued.started, comm_->stream), "cudaEventRecord"));
     ncclGroupStart();
     ncclResult_t r = calls(comm_->comm, comm_->stream);
     ncclResult_t end = ncclGroupEnd();
@@ -503,7 +525,7 @@ private:
       return comm_->abort(
           fmt::format("{} ({})", ncclGetErrorString(r), ncclGetLastError(comm_->comm)));
     NNSC_RETURN_IF_ERROR(comm_->settle(Clock::now() + group().timeout, group().timeout));
-    return cudaStatus(cudaEventRecord(done, comm_->stream), "cudaEventRecord");
+    return cudaStatus(cudaEventRecord(issued.done, comm_->stream), "cudaEventRecord");
   }
 
   std::shared_ptr<NcclComm> comm_;
