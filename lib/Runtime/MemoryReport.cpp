@@ -158,11 +158,13 @@ std::string breakdown(const TrainerState &s) {
 
 } // namespace
 
-void startMemoryMeasurement(const TrainerConfig &config, int localRank) {
+void startMemoryMeasurement(const TrainerConfig &config, int cudaDevice) {
   if (!measuring(config))
     return;
   if (config.device == "cuda") {
-    resetCudaPeakBytes(localRank);
+    // A device that does not exist is setupTrainer's error to report.
+    if (cudaDevice < int(at::getNumGPUs()))
+      resetCudaPeakBytes(cudaDevice);
     return;
   }
   installCpuAllocationCounter();

@@ -13,9 +13,9 @@ namespace nnsc::rt {
 
 /// Starts counting (config report_memory) before the shards are loaded, so
 /// parameters count: on the CPU by installing the counting allocator, on
-/// CUDA by resetting the caching allocator's peak of device `localRank`
+/// CUDA by resetting the caching allocator's peak of device `cudaDevice`
 /// (where this build has CUDA statistics). Does nothing otherwise.
-void startMemoryMeasurement(const TrainerConfig &config, int localRank);
+void startMemoryMeasurement(const TrainerConfig &config, int cudaDevice);
 
 /// All ranks: gathers every rank's peak and estimate; rank 0 prints
 /// "nnsc-run: peak memory per rank (...): measured ... | estimate ...".

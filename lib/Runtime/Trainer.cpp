@@ -440,7 +440,7 @@ Status reportOptimizerBytes(TrainerState &s, std::ostream &out) {
 }
 
 Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
-  startMemoryMeasurement(config, env.localRank);
+  startMemoryMeasurement(config, config.device == "cuda" ? localCudaDevice(env) : 0);
   auto state = setupTrainer(config, env);
   if (!state)
     return state.status();

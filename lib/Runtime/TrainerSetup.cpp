@@ -1,4 +1,5 @@
 // Building a trainer worker from its config and rank manifest.
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -154,6 +155,8 @@ Status connect(TrainerState &s) {
       s.config.backend == "auto" ? (s.config.device == "cuda" ? "nccl" : "gloo") : s.config.backend;
   opts.timeout = std::chrono::milliseconds(int64_t(s.config.commTimeoutS * 1000));
   opts.glooBatchWorkers = s.config.glooWorkers == "batch";
+  if (s.device.is_cuda())
+    opts.cudaDevice = s.device.index(); // the trainer's device, not a guess from the rank
   auto world = CommWorld::create(s.env, opts);
   if (!world)
     return world.status();
@@ -291,6 +294,13 @@ void seedThreadsAndAllocator(TrainerState &s) {
 
 } // namespace
 
+int localCudaDevice(const LaunchEnv &env) {
+  const char *visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible && *visible && at::hasCUDA() && at::getNumGPUs() == 1)
+    return 0;
+  return env.localRank;
+}
+
 Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config,
                                                      const LaunchEnv &env) {
   auto s = std::make_unique<TrainerState>();
@@ -300,13 +310,14 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
   if (config.device == "cuda") {
     // Before anything is allocated there: else LibTorch's dispatcher table.
     int gpus = at::hasCUDA() ? int(at::getNumGPUs()) : 0;
-    if (env.localRank >= gpus)
+    int index = localCudaDevice(env);
+    if (gpus == 0 || index >= gpus)
       return Status::error(formatError(
           config.positionOf("device"),
           gpus == 0 ? std::string("device 'cuda', but this LibTorch sees no CUDA device")
                     : fmt::format("device 'cuda' for local rank {}, but this machine has {} GPUs",
                                   env.localRank, gpus)));
-    s->device = at::Device(at::kCUDA, env.localRank);
+    s->device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
     if (config.precision.tf32 == "true") { // as nanoGPT's train.py sets both
       at::globalContext().setAllowTF32CuBLAS(true);
       at::globalContext().setAllowTF32CuDNN(true);
