@@ -52,6 +52,10 @@ double DeviceSpec::peakFlops(ir::DType dtype) const {
   case ir::DType::Float16:
     key = "float16";
     break;
+  case ir::DType::Float32:
+    if (tf32)
+      key = "tf32";
+    break;
   default:
     break;
   }

@@ -256,7 +256,8 @@ OpCost opCost(const OpShapes &part) {
 double workSeconds(const Work &work, ir::DType dtype, const DeviceSpec &device) {
   if (work.kernels == 0 && work.flops == 0 && work.bytes == 0)
     return 0;
-  double peak = work.matmul ? device.peakFlops(dtype) : device.peakFlops(ir::DType::Float32);
+  // Vector work at the float32 rate: TF32 is a tensor-core (matmul) mode.
+  double peak = work.matmul ? device.peakFlops(dtype) : device.flops.at("float32");
   double efficiency = device.matmulEfficiency;
   if (work.matmul && work.batchedDim > 0)
     efficiency *= device.batchedMatmulEfficiency(work.batchedDim);

@@ -28,6 +28,7 @@ namespace {
 
 struct CostFlags {
   std::string cluster, device, comm, optimizer = "adamw", precision = "fp32";
+  bool tf32 = false;
   int devicesPerNode = 8;
 };
 
@@ -197,6 +198,8 @@ static int toolMain(int argc, char **argv) {
   app.add_option("--precision", cf.precision,
                  "nnsc-run's precision.mode to price: fp32, bf16 or fp16 (mixed: bf16)")
       ->default_val("fp32");
+  app.add_flag("--tf32", cf.tf32,
+               "price float32 matmuls at the device's tf32 rate (nnsc-run precision.tf32: true)");
   NNSC_PARSE(app, argc, argv);
   if (seedOpt->count())
     opts.seed = seed;
@@ -264,6 +267,18 @@ static int toolMain(int argc, char **argv) {
       std::cerr << bad.message() << '\n';
       return static_cast<int>(bad.kind());
     }
+  if (cf.tf32) {
+    if (!*cluster) {
+      std::cerr << "error: --tf32 needs a device to price: --device D.yaml or --cluster C.yaml\n";
+      return 1;
+    }
+    if (!(*cluster)->device.flops.count("tf32")) {
+      std::cerr << "error: --tf32: device spec '" << (*cluster)->device.name
+                << "' has no flops.tf32 (its float32 matmuls have no TF32 mode to price)\n";
+      return 1;
+    }
+    (*cluster)->device.tf32 = true;
+  }
   nnsc::plan::PrintOptions printOptions;
   printOptions.memory.optimizer = *optimizer;
   printOptions.memory.precision = *precision;

@@ -20,6 +20,9 @@ struct DeviceSpec {
   std::vector<std::string> sources;
   /// Peak dense FLOP/s by dtype key: float64 float32 tf32 bfloat16 float16 float8.
   std::map<std::string, double> flops;
+  /// Float32 matmul-class work at flops["tf32"] (the trainer's
+  /// precision.tf32; nnsc-plan --tf32). Not a spec key: a property of the run.
+  bool tf32 = false;
   double memoryBytes = 0;      ///< capacity
   double memoryBandwidth = 0;  ///< bytes/s
   double launchFloor = 0;      ///< seconds: the smallest time of any kernel

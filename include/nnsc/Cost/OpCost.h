@@ -105,8 +105,9 @@ OpCost opCost(const OpShapes &part);
 
 /// Seconds of `work` on `device`: max(flops / (peak * efficiency), bytes /
 /// (bandwidth * memory efficiency)) + kernels * launch floor. Matmul work
-/// runs at peakFlops(dtype) * efficiency.matmul; other work on the vector
-/// units at the float32 rate * efficiency.matmul.
+/// runs at peakFlops(dtype) * efficiency.matmul (float32 at the tf32 rate
+/// when device.tf32); other work on the vector units at the float32 rate *
+/// efficiency.matmul.
 double workSeconds(const Work &work, ir::DType dtype, const DeviceSpec &device);
 
 /// For every tensor of `graph`: whether a gradient flows into it (a
