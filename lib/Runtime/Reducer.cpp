@@ -130,10 +130,10 @@ void Reducer::markReady(size_t k) {
 namespace {
 
 // A 16-bit bucket is divided before its reduction, as Megatron scales its
-// gradients before it reduces them: NCCL sums in the bucket's dtype, hop by
-// hop, where the sum of the copies' fp16 gradients could overflow when their
-// mean would not. (Gloo sums 16-bit buckets in float32, GlooBackend.cpp; with
-// a power-of-two divisor both orders give the same bits.)
+// gradients before it reduces them: the sum comes back in the bucket's dtype
+// (NCCL adds in it, hop by hop; Gloo adds in float32 and rounds back), where
+// the sum of the copies' fp16 gradients can overflow when their mean does
+// not. With a power-of-two divisor both orders otherwise give the same bits.
 bool dividesFirst(const at::Tensor &flat, int64_t divisor) {
   return divisor != 1 && (flat.scalar_type() == at::kBFloat16 || flat.scalar_type() == at::kHalf);
 }

@@ -95,13 +95,13 @@ struct TrainerState {
   bool isLogger() const { return env.rank == 0; }
 };
 
-/// Builds the worker: manifest, shards, program, comm world, reducers,
-/// optimizer, data; seeds and sets threads.
 /// The CUDA device of a worker: cuda:LOCAL_RANK, or cuda:0 when the process
 /// sees one GPU only through a CUDA_VISIBLE_DEVICES of its own (a
 /// scheduler's per-task binding). setupTrainer checks that it exists.
 int localCudaDevice(const LaunchEnv &env);
 
+/// Builds the worker: manifest, shards, program, comm world, reducers,
+/// optimizer, data; seeds and sets threads.
 Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config,
                                                      const LaunchEnv &env);
 

@@ -131,3 +131,29 @@ TEST_CASE("reducer arms parameters one at a time under a pipeline schedule",
           "[runtime][reducer]") {
   runOnTwoRanks("reducer worker: armed per parameter");
 }
+
+// A 16-bit bucket is divided before its reduction (Reducer.cpp dividesFirst):
+// two ranks' fp16 gradients of 40000 sum to 80000, past fp16's 65504, while
+// their mean does not. Gloo, like NCCL, hands back an fp16 sum; dividing after
+// it would leave inf.
+TEST_CASE("reducer worker: fp16 bucket divided first", "[.worker]") {
+  if (!test::isWorker())
+    return;
+  std::unique_ptr<CommWorld> world = joinWithGroupOfAll();
+  at::Tensor p = at::zeros({4}, at::kHalf).requires_grad_(true);
+  at::Tensor master = at::zeros({4}, at::kFloat).requires_grad_(true);
+  Reducer reducer(world->group(1), {p}, {"p"}, /*bucketBytes=*/1 << 20, /*average=*/true,
+                  test::workerTimeout());
+  reducer.setMainGrads({master}, at::kHalf);
+  reducer.prepare(true);
+  (p.to(at::kFloat) * 40000.0f).sum().backward();
+  NNSC_REQUIRE_OK(reducer.finish());
+  REQUIRE(master.grad().defined());
+  INFO(master.grad());
+  CHECK(at::equal(master.grad(), at::full({4}, 40000.0f)));
+  NNSC_REQUIRE_OK(world->world().barrier()->wait());
+}
+
+TEST_CASE("reducer divides a 16-bit bucket before reducing it", "[runtime][reducer]") {
+  runOnTwoRanks("reducer worker: fp16 bucket divided first");
+}
