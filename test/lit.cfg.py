@@ -44,3 +44,20 @@ if hasattr(F, "scaled_dot_product_attention"):
 for _feature in subprocess.run([config.python, "-c", _SDPA_PROBE], capture_output=True,
                                text=True).stdout.split():
     config.available_features.add(_feature)
+
+# torch-fused-optim: torch.optim's fused=True on the CPU (2.4+), whose LibTorch
+# has the kernels optimizer.fused calls (the tools and the oracle Python come
+# from the same PyTorch release in each half of CI).
+_FUSED_PROBE = r'''
+import torch
+p = torch.zeros(1, requires_grad=True)
+p.grad = torch.ones(1)
+try:
+    torch.optim.AdamW([p], fused=True).step()
+    print("torch-fused-optim")
+except (TypeError, RuntimeError):
+    pass
+'''
+for _feature in subprocess.run([config.python, "-c", _FUSED_PROBE], capture_output=True,
+                               text=True).stdout.split():
+    config.available_features.add(_feature)

@@ -159,6 +159,87 @@ void sgdForeachUpdate(const OptimizerConfig &config, const std::vector<at::Tenso
   at::_foreach_add_(params, grads, -lr);
 }
 
+bool fusedOptimizerAvailable() { return NNSC_TORCH_AT_LEAST(2, 4); }
+
+#if NNSC_TORCH_AT_LEAST(2, 4)
+namespace {
+
+// Positions in `params` by device and dtype: torch.optim groups tensors
+// so before a fused call, whose kernels take one device and dtype each.
+std::vector<std::vector<size_t>> byDeviceAndDtype(const std::vector<at::Tensor> &params) {
+  std::map<std::pair<std::string, int>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < params.size(); ++i)
+    groups[{params[i].device().str(), int(params[i].scalar_type())}].push_back(i);
+  std::vector<std::vector<size_t>> out;
+  for (auto &[key, members] : groups)
+    out.push_back(std::move(members));
+  return out;
+}
+
+std::vector<at::Tensor> pick(const std::vector<at::Tensor> &all, const std::vector<size_t> &idx) {
+  std::vector<at::Tensor> out;
+  for (size_t i : idx)
+    out.push_back(all[i]);
+  return out;
+}
+
+// The step counts of one fused call as float32 scalars on `device`, where
+// torch.optim's fused path keeps them: views of one tensor, copied there
+// once (queued from pinned memory on cuda, not waited for).
+std::vector<at::Tensor> stepTensors(const std::vector<double> &steps,
+                                    const std::vector<size_t> &idx, at::Device device) {
+  std::vector<float> values;
+  for (size_t i : idx)
+    values.push_back(float(steps[i]));
+  at::Tensor t = at::tensor(values, at::TensorOptions().dtype(at::kFloat));
+  if (device.is_cuda())
+    t = t.pin_memory().to(device, /*non_blocking=*/true);
+  return t.unbind(0);
+}
+
+} // namespace
+#endif
+
+void adamFusedUpdate(const OptimizerConfig &config, const std::vector<at::Tensor> &params,
+                     const std::vector<at::Tensor> &grads, const std::vector<at::Tensor> &expAvgs,
+                     const std::vector<at::Tensor> &expAvgSqs, const std::vector<double> &steps,
+                     double lr, double wd, bool decoupled) {
+#if NNSC_TORCH_AT_LEAST(2, 4)
+  for (const std::vector<size_t> &idx : byDeviceAndDtype(params)) {
+    std::vector<at::Tensor> p = pick(params, idx), g = pick(grads, idx), m = pick(expAvgs, idx),
+                            v = pick(expAvgSqs, idx),
+                            t = stepTensors(steps, idx, params[idx[0]].device());
+    if (decoupled)
+      at::_fused_adamw_(p, g, m, v, {}, t, lr, config.beta1, config.beta2, wd, config.eps,
+                        /*amsgrad=*/false, /*maximize=*/false);
+    else
+      at::_fused_adam_(p, g, m, v, {}, t, lr, config.beta1, config.beta2, wd, config.eps,
+                       /*amsgrad=*/false, /*maximize=*/false);
+  }
+#else
+  TORCH_CHECK(false, "fused optimizer kernels need LibTorch 2.4 or later; this is ", TORCH_VERSION);
+#endif
+}
+
+void sgdFusedUpdate(const OptimizerConfig &config, const std::vector<at::Tensor> &params,
+                    const std::vector<at::Tensor> &grads, std::vector<at::Tensor> &buffers,
+                    bool first, double lr) {
+#if NNSC_TORCH_AT_LEAST(2, 4)
+  const bool momentum = config.momentum != 0;
+  if (momentum && first)
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (!buffers[i].defined())
+        buffers[i] = at::empty_like(grads[i]);
+  for (const std::vector<size_t> &idx : byDeviceAndDtype(params))
+    at::_fused_sgd_(pick(params, idx), pick(grads, idx),
+                    momentum ? pick(buffers, idx) : std::vector<at::Tensor>{}, config.weightDecay,
+                    config.momentum, lr, /*dampening=*/0.0, /*nesterov=*/false,
+                    /*maximize=*/false, /*is_first_step=*/momentum && first);
+#else
+  TORCH_CHECK(false, "fused optimizer kernels need LibTorch 2.4 or later; this is ", TORCH_VERSION);
+#endif
+}
+
 void Optimizer::adamForeach(const std::vector<size_t> &members, double lr, double wd,
                             bool decoupled) {
   std::vector<at::Tensor> params, grads, avgs, sqs;
@@ -172,7 +253,34 @@ void Optimizer::adamForeach(const std::vector<size_t> &members, double lr, doubl
     avgs.push_back(s.expAvg);
     sqs.push_back(s.expAvgSq);
   }
-  adamForeachUpdate(config_, params, grads, avgs, sqs, steps, lr, wd, decoupled);
+  if (usesFused())
+    adamFusedUpdate(config_, params, grads, avgs, sqs, steps, lr, wd, decoupled);
+  else
+    adamForeachUpdate(config_, params, grads, avgs, sqs, steps, lr, wd, decoupled);
+}
+
+// A group whose momentum buffers exist for some members only (a parameter
+// without a grad at the first step) is two fused calls: one that starts the
+// new buffers and one that continues the others.
+void Optimizer::sgdFused(const std::vector<size_t> &members, double lr) {
+  std::vector<size_t> started, fresh;
+  for (size_t k : members)
+    (slots_[k].momentumBuffer.defined() ? started : fresh).push_back(k);
+  auto update = [&](const std::vector<size_t> &part, bool first) {
+    if (part.empty())
+      return;
+    std::vector<at::Tensor> params, grads, buffers;
+    for (size_t k : part) {
+      params.push_back(params_[k].param);
+      grads.push_back(params_[k].param.grad());
+      buffers.push_back(slots_[k].momentumBuffer);
+    }
+    sgdFusedUpdate(config_, params, grads, buffers, first, lr);
+    for (size_t i = 0; i < part.size(); ++i)
+      slots_[part[i]].momentumBuffer = buffers[i];
+  };
+  update(started, false);
+  update(fresh, true);
 }
 
 void Optimizer::sgdForeach(const std::vector<size_t> &members, double lr) {
@@ -207,7 +315,7 @@ void Optimizer::sgdForeach(const std::vector<size_t> &members, double lr) {
 
 void Optimizer::step(double lr) {
   at::NoGradGuard noGrad;
-  if (usesForeach()) {
+  if (usesForeach() || usesFused()) {
     // Groups as torch.optim forms them: device, dtype, and (Adam) weight decay.
     std::map<std::tuple<std::string, int, bool>, std::vector<size_t>> groups;
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -216,7 +324,9 @@ void Optimizer::step(double lr) {
         groups[{p.device().str(), int(p.scalar_type()), params_[i].decay}].push_back(i);
     }
     for (const auto &[key, members] : groups) {
-      if (config_.name == "sgd")
+      if (config_.name == "sgd" && usesFused())
+        sgdFused(members, lr);
+      else if (config_.name == "sgd")
         sgdForeach(members, lr);
       else
         adamForeach(members, lr, std::get<2>(key) ? config_.weightDecay : 0.0,

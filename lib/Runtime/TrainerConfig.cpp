@@ -215,6 +215,9 @@ Status checkCrossKeys(const TrainerConfig &c) {
     return err("backend", "backend 'nccl' needs device 'cuda'");
   if (c.backend == "gloo" && c.device == "cuda")
     return err("backend", "backend 'gloo' is for device 'cpu'; use 'nccl' or 'auto' with cuda");
+  if (c.optimizer.fused == "true" && c.optimizer.foreach == "true")
+    return err("optimizer.fused", "optimizer.fused and optimizer.foreach cannot both be true: "
+                                  "the fused kernels replace the multi-tensor ops");
   return checkPrecision(c, err);
 }
 

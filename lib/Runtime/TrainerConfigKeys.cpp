@@ -132,6 +132,9 @@ std::vector<KeySpec> buildKeys() {
       "optimizer.foreach", "auto", {"auto", "true", "false"},
       [](C & c) -> auto & { return c.optimizer.foreach; }));
   k.push_back(choiceKey(
+      "optimizer.fused", "false", {"true", "false"},
+      [](C & c) -> auto & { return c.optimizer.fused; }));
+  k.push_back(choiceKey(
       "lr_schedule.name", "constant", {"constant", "cosine"},
       [](C & c) -> auto & { return c.lrSchedule.name; }));
   k.push_back(intKey(

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/version.h>
 
 #include "PipelineRunner.h"
 #include "TensorIO.h"
@@ -307,6 +308,12 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
   s->config = config;
   s->env = env;
   s->programDir = config.program;
+  if (config.optimizer.fused == "true" && !fusedOptimizerAvailable())
+    return Status::error(formatError(
+        config.positionOf("optimizer.fused"),
+        fmt::format("optimizer.fused: true needs LibTorch 2.4 or later (its fused Adam, AdamW "
+                    "and SGD kernels); this nnsc is built against LibTorch {}",
+                    TORCH_VERSION)));
   if (config.device == "cuda") {
     // Before anything is allocated there: else LibTorch's dispatcher table.
     int gpus = at::hasCUDA() ? int(at::getNumGPUs()) : 0;

@@ -92,8 +92,9 @@ bool ZeroOptimizer::usesForeach() const {
 
 // Every owned piece of every bucket, as ranges of the flats (or of the
 // parameter without mixed precision), grouped by weight decay. Updated one
-// by one, or with foreach as one multi-tensor update per group (a handful of
-// kernels for the whole step): element-wise, so the results agree.
+// by one, with foreach as one multi-tensor update per group (a handful of
+// kernels for the whole step), or with fused as one fused kernel per group:
+// element-wise, so the results agree with the unsharded optimizer's.
 void ZeroOptimizer::update(double lr) {
   const bool sgd = config_.name == "sgd", momentum = sgd && config_.momentum != 0;
   struct Lists {
@@ -127,10 +128,15 @@ void ZeroOptimizer::update(double lr) {
       l.steps.push_back(steps_[k].item<float>()); // a host tensor: no device sync
     }
   }
-  const bool foreach = usesForeach();
+  const bool foreach = usesForeach(), fused = config_.fused == "true";
   for (auto &[decay, l] : groups) {
     const double wd = decay ? config_.weightDecay : 0.0;
-    if (foreach && sgd)
+    if (fused && sgd)
+      sgdFusedUpdate(config_, l.params, l.grads, l.buffers, !momentumStarted_, lr);
+    else if (fused)
+      adamFusedUpdate(config_, l.params, l.grads, l.avgs, l.sqs, l.steps, lr, wd,
+                      config_.name == "adamw");
+    else if (foreach && sgd)
       sgdForeachUpdate(config_, l.params, l.grads, l.buffers, !momentumStarted_, lr);
     else if (foreach)
       adamForeachUpdate(config_, l.params, l.grads, l.avgs, l.sqs, l.steps, lr, wd,

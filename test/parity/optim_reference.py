@@ -1,11 +1,11 @@
-"""PyTorch 1.13 reference for nnsc's optimizer unit test (OptimizerTest.cpp).
+"""PyTorch reference for nnsc's optimizer unit test (OptimizerTest.cpp).
 
 optim_reference.py IN.safetensors OUT.safetensors
 
 IN holds p0, p1, ... (initial parameters), g<k>_<i> (gradient of parameter i
 at step k), and metadata: optimizer (adamw|adam|sgd), lr (one per step,
-comma-separated), betas, eps, weight_decay, momentum, max_norm, foreach
-(true|false, default false). Runs torch.optim with that foreach (decay only on dims >= 2 for Adam(W), as
+comma-separated), betas, eps, weight_decay, momentum, max_norm, foreach and fused
+(true|false, default false). Runs torch.optim with that foreach or fused (decay only on dims >= 2 for Adam(W), as
 nanoGPT) and clip_grad_norm_, and writes the final parameters, the optimizer
 state (<i>/exp_avg, <i>/exp_avg_sq, <i>/momentum_buffer) and the grad norm of
 each step (norm_<k>) to OUT.
@@ -56,16 +56,19 @@ def main():
         i += 1
     lrs = [float(x) for x in meta["lr"].split(",")]
     foreach = meta.get("foreach", "false") == "true"
+    # torch.optim refuses fused and foreach both True
+    extra = {"fused": True, "foreach": None} if meta.get("fused", "false") == "true" else \
+        {"foreach": foreach}
     name, wd = meta["optimizer"], float(meta["weight_decay"])
     if name == "sgd":
         opt = torch.optim.SGD(params, lr=lrs[0], momentum=float(meta["momentum"]),
-                              weight_decay=wd, foreach=foreach)
+                              weight_decay=wd, **extra)
     else:
         groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": wd},
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
         betas = tuple(float(x) for x in meta["betas"].split(","))
         cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
-        opt = cls(groups, lr=lrs[0], betas=betas, eps=float(meta["eps"]), foreach=foreach)
+        opt = cls(groups, lr=lrs[0], betas=betas, eps=float(meta["eps"]), **extra)
     out = {}
     max_norm = float(meta["max_norm"])
     for k, lr in enumerate(lrs):

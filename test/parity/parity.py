@@ -4,7 +4,7 @@ parity.py --example nanogpt|mlp|llama|sdpa|batchnorm|ZOO --dp 2 [--accum 2] [--s
           [--buffers broadcast|average]
           [--policy dp|tp|data|file [--tp T] [--plan-file F]]
           [--attention explicit|sdpa|auto] [--trace-device meta|cpu] [--zero 1]
-          [--recompute-modules CLASS,...] [--dropout P]
+          [--recompute-modules CLASS,...] [--dropout P] [--fused]
           [--check-resume] [--resume-under PLAN ...] --bin BUILD/bin --work DIR
 
 export (tiny config, dropout 0) → nnsc-trace → nnsc-plan (policy; plans of
@@ -45,6 +45,10 @@ run within --rtol and the final weights within the weights tolerance.
 reference implements the same
 recipe (reference_train.py). fp16 on a torch whose CPU kernels lack half matmuls (1.13)
 is skipped (exit 77). With fp16 every step's skip decision and loss scale must agree too.
+
+--fused sets optimizer.fused: true (PyTorch's fused Adam, AdamW and SGD kernels) and the
+reference takes torch.optim's fused=True; on a torch without them on the CPU (before 2.4)
+the run is skipped (exit 77).
 
 --attention picks the attention form of nanogpt and llama (their export's option; default
 explicit, today's matmul + mask + softmax). With --attention sdpa on a torch without
@@ -89,6 +93,18 @@ def cpu_has_half_matmul():
                                    torch.zeros(2, 2, dtype=torch.half))
         torch.nn.functional.layer_norm(torch.zeros(2, 2, dtype=torch.half), (2,))
     except RuntimeError:
+        return False
+    return True
+
+
+def cpu_has_fused_optim():
+    """Whether torch.optim's fused=True runs on the CPU (Adam, AdamW, SGD: 2.4+)."""
+    try:
+        p = torch.zeros(1, requires_grad=True)
+        p.grad = torch.ones(1)
+        for opt in (torch.optim.AdamW([p], fused=True), torch.optim.SGD([p], lr=0.1, fused=True)):
+            opt.step()
+    except (TypeError, RuntimeError):
         return False
     return True
 
@@ -256,7 +272,8 @@ def write_config(path, args, program, data, run_dir):
         "data": data,
         "train": {"steps": args.steps, "grad_accumulation": args.accum, "log_every": 5},
         "optimizer": {"name": args.optimizer, "lr": args.lr, "betas": [0.9, 0.95],
-                      "momentum": args.momentum, "weight_decay": 0.1, "grad_clip": 1.0},
+                      "momentum": args.momentum, "weight_decay": 0.1, "grad_clip": 1.0,
+                      "fused": args.fused},
         "lr_schedule": {"name": "cosine", "warmup_steps": 3, "decay_steps": args.steps,
                         "min_lr": args.lr / 10},
         "checkpoint": {"every": 10, "keep_last": 2},
@@ -437,6 +454,8 @@ def main():
                     help="tolerance of the merged weights (default: --rtol)")
     ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (cosine to lr/10)")
     ap.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
+    ap.add_argument("--fused", action="store_true",
+                    help="optimizer.fused: true, against torch.optim's fused=True (torch 2.4+)")
     ap.add_argument("--outliers", type=float, default=0.0,
                     help="fraction of a weight tensor's elements allowed beyond --rtol (see above)")
     ap.add_argument("--check-resume", action="store_true",
@@ -490,6 +509,9 @@ def main():
     if (args.attention == "sdpa" or need_gqa) and not sdpa_has_gqa(need_gqa):
         print(f"parity: skipped: torch {torch.__version__} has no scaled_dot_product_attention"
               f"{' with enable_gqa' if need_gqa else ''}")
+        sys.exit(SKIPPED)
+    if args.fused and not cpu_has_fused_optim():
+        print(f"parity: skipped: torch {torch.__version__} has no fused optimizers on the CPU")
         sys.exit(SKIPPED)
     if args.precision == "fp16" and not cpu_has_half_matmul():
         print(f"parity: skipped: torch {torch.__version__} has no float16 matmul on the CPU")

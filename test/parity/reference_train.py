@@ -153,16 +153,18 @@ def make_optimizer(model, opt, params=None):
     name = opt.get("name", "adamw")
     if params is None:
         params = [p for p in model.parameters() if p.requires_grad]
+    # optimizer.fused: torch.optim's fused kernels (2.4+ on the CPU), else the single-tensor path
+    kind = {"fused": True} if str(opt.get("fused", False)).lower() == "true" else {"foreach": False}
     if name == "sgd":
         return torch.optim.SGD(params, lr=opt["lr"], momentum=opt.get("momentum", 0.0),
-                               weight_decay=opt.get("weight_decay", 0.0), foreach=False)
+                               weight_decay=opt.get("weight_decay", 0.0), **kind)
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": opt.get("weight_decay", 0.0)},
               {"params": no_decay, "weight_decay": 0.0}]
     cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
     return cls(groups, lr=opt["lr"], betas=tuple(opt.get("betas", [0.9, 0.999])),
-               eps=opt.get("eps", 1e-8), foreach=False)
+               eps=opt.get("eps", 1e-8), **kind)
 
 
 class DataParallelBuffers:

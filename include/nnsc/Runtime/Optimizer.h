@@ -19,6 +19,11 @@
 /// kernels per group instead of several per tensor. On cpu those ops loop
 /// over the tensors with the single-tensor kernels, so both paths agree bit
 /// for bit there (OptimizerTest checks it).
+///
+/// With `fused` (LibTorch 2.4+) PyTorch's fused kernels do the update, as
+/// torch.optim's fused=True: the same formulas in one kernel per group,
+/// equal to torch.optim's fused path bit for bit and to the others up to
+/// rounding (the kernels compute the bias corrections themselves).
 
 #include <map>
 #include <memory>
@@ -56,6 +61,25 @@ void sgdForeachUpdate(const OptimizerConfig &config, const std::vector<at::Tenso
                       std::vector<at::Tensor> grads, std::vector<at::Tensor> &buffers, bool first,
                       double lr);
 
+/// Whether this LibTorch has the fused kernels the two functions below call
+/// (torch._fused_adam_, _fused_adamw_ and _fused_sgd_ on cpu and cuda: 2.4+).
+bool fusedOptimizerAvailable();
+
+/// The same updates as PyTorch's fused kernels (torch.optim's fused=True):
+/// one kernel call per device and dtype among `params` does the whole
+/// update, each tensor read once. Lists as the foreach functions'; the step
+/// counts reach the kernel as float32 scalars on the parameters' device (one
+/// copy, from pinned memory on cuda). With SGD momentum and `first`, an
+/// undefined buffer is allocated (the kernel copies the gradient into it).
+/// Requires fusedOptimizerAvailable().
+void adamFusedUpdate(const OptimizerConfig &config, const std::vector<at::Tensor> &params,
+                     const std::vector<at::Tensor> &grads, const std::vector<at::Tensor> &expAvgs,
+                     const std::vector<at::Tensor> &expAvgSqs, const std::vector<double> &steps,
+                     double lr, double wd, bool decoupled);
+void sgdFusedUpdate(const OptimizerConfig &config, const std::vector<at::Tensor> &params,
+                    const std::vector<at::Tensor> &grads, std::vector<at::Tensor> &buffers,
+                    bool first, double lr);
+
 /// One trainable tensor: its (unique) name, the leaf, and whether Adam(W)'s
 /// weight decay applies (the full tensor has >= 2 dims; SGD ignores it).
 struct OptimParam {
@@ -80,9 +104,11 @@ public:
   Status loadState(const std::map<std::string, at::Tensor> &state, const std::string &from);
 
   const std::vector<OptimParam> &params() const { return params_; }
-  /// Whether step() and zeroGrad() take the multi-tensor path: config
-  /// foreach true, or auto with parameters on cuda.
+  /// Whether zeroGrad() (and step(), unless usesFused()) takes the
+  /// multi-tensor path: config foreach true, or auto with parameters on cuda.
   bool usesForeach() const;
+  /// Whether step() calls the fused kernels (config fused true).
+  bool usesFused() const { return config_.fused == "true"; }
 
 private:
   struct Slot {
@@ -93,6 +119,7 @@ private:
   void sgdStep(const OptimParam &p, Slot &s, double lr);
   void adamForeach(const std::vector<size_t> &members, double lr, double wd, bool decoupled);
   void sgdForeach(const std::vector<size_t> &members, double lr);
+  void sgdFused(const std::vector<size_t> &members, double lr);
 
   OptimizerConfig config_;
   std::vector<OptimParam> params_;

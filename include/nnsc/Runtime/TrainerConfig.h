@@ -48,6 +48,10 @@ struct OptimizerConfig {
   /// dtype and decay group, as torch.optim's foreach=True; auto takes it
   /// for parameters on cuda, as PyTorch's default does.
   std::string foreach = "auto";
+  /// true | false: PyTorch's fused kernels (torch.optim's fused=True,
+  /// LibTorch 2.4+ on cpu and cuda): one kernel per group does the whole
+  /// update, reading each tensor once. Not with foreach true.
+  std::string fused = "false";
 };
 
 struct LrScheduleConfig {

@@ -14,6 +14,7 @@
 
 #include "nnsc/Runtime/Optimizer.h"
 #include "nnsc/Support/Safetensors.h"
+#include "nnsc/Torch/Compat.h"
 
 using namespace nnsc;
 using namespace nnsc::rt;
@@ -71,7 +72,8 @@ void writeInputs(const Case &c, const std::string &path) {
       {"weight_decay", fmt::format("{:.17g}", o.weightDecay)},
       {"momentum", fmt::format("{:.17g}", o.momentum)},
       {"max_norm", fmt::format("{:.17g}", c.maxNorm)},
-      {"foreach", o.foreach == "true" ? "true" : "false"}};
+      {"foreach", o.foreach == "true" ? "true" : "false"},
+      {"fused", o.fused}};
   REQUIRE(writeSafetensors(path, entries, meta).isOk());
 }
 
@@ -210,6 +212,70 @@ TEST_CASE("optimizer: the foreach and single-tensor paths agree bit for bit on c
       CHECK(at::equal(value, sb.at(key)));
   }
 }
+
+#if NNSC_TORCH_AT_LEAST(2, 4)
+// PyTorch's fused kernels against torch.optim's fused=True: the same kernels
+// on the same tensors and step counts, so the same bits.
+TEST_CASE("optimizer: fused AdamW, Adam and SGD equal torch.optim's fused=True",
+          "[runtime][optim]") {
+  for (const char *name : {"adamw", "adam", "sgd"}) {
+    CAPTURE(name);
+    Case c;
+    c.config.name = name;
+    c.config.fused = "true";
+    c.config.weightDecay = 0.05;
+    c.config.momentum = 0.9;
+    c.config.beta2 = 0.95;
+    c.maxNorm = 1.0;
+    runCase(c);
+  }
+}
+
+// The fused kernels compute what the single-tensor path computes, rounding
+// aside (they form the bias corrections in float32 themselves), over three
+// steps in one of which a parameter has no gradient: its step count falls
+// behind, and its SGD momentum buffer starts a step later.
+TEST_CASE("optimizer: the fused and single-tensor paths agree up to rounding", "[runtime][optim]") {
+  for (const char *name : {"adamw", "adam", "sgd"}) {
+    CAPTURE(name);
+    OptimizerConfig single, fused;
+    single.name = fused.name = name;
+    single.weightDecay = fused.weightDecay = 0.1;
+    single.momentum = fused.momentum = 0.9;
+    fused.fused = "true";
+    std::vector<at::Tensor> a = initialParams(), b = initialParams();
+    std::vector<OptimParam> opsA, opsB;
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i].requires_grad_(true);
+      b[i].requires_grad_(true);
+      opsA.push_back({std::to_string(i), a[i], a[i].dim() >= 2});
+      opsB.push_back({std::to_string(i), b[i], b[i].dim() >= 2});
+    }
+    Optimizer oa(single, opsA), ob(fused, opsB);
+    REQUIRE(ob.usesFused());
+    for (size_t k = 0; k < 3; ++k) {
+      for (size_t i = 0; i < a.size(); ++i) {
+        bool none = k == 0 && i == 1;
+        a[i].mutable_grad() = none ? at::Tensor() : gradOf(k, i, a[i]);
+        b[i].mutable_grad() = none ? at::Tensor() : gradOf(k, i, b[i]);
+      }
+      oa.step(1e-2);
+      ob.step(1e-2);
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      CAPTURE(i);
+      // Every parameter moved (from its initial values) ...
+      CHECK_FALSE(at::allclose(b[i].detach(), initialParams()[i], 0, 1e-4));
+      // ... and where the single-tensor path moved it, to within float32 rounding.
+      CHECK(at::allclose(a[i].detach(), b[i].detach(), 1e-5, 1e-6));
+    }
+    auto sa = oa.state(), sb = ob.state();
+    REQUIRE(sa.size() == sb.size());
+    for (const auto &[key, value] : sa)
+      CHECK(at::allclose(value, sb.at(key), 1e-5, 1e-7));
+  }
+}
+#endif
 
 TEST_CASE("optimizer: state round trip continues identically", "[runtime][optim]") {
   OptimizerConfig cfg;
