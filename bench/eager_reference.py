@@ -1,10 +1,11 @@
 """PyTorch eager baseline for bench/gpu_vs_eager.sh.
 
 eager_reference.py --config gpt2 --mbs 8 --steps S --warmup W --device cuda|cpu
-                   --precision fp32|tf32|bf16 [--threads N]
+                   --precision fp32|tf32|bf16 [--threads N] [--fused]
 Trains examples/nanogpt's GPT in one process as nanoGPT's train.py does (AdamW,
 bf16 under torch.autocast, synthetic tokens; tf32: float32 with
-torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 set) and prints `eager tokens/s: X`
+torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 set; --fused:
+AdamW's fused kernel, else PyTorch's default) and prints `eager tokens/s: X`
 over the steps after the warmup ones (the device synchronised at both ends)."""
 import argparse
 import os
@@ -32,6 +33,7 @@ def main():
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--fused", action="store_true", help="AdamW(fused=True)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -41,7 +43,8 @@ def main():
     cfg = CONFIGS[args.config]
     torch.manual_seed(0)
     model = GPT(cfg).to(args.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1,
+                            **({"fused": True} if args.fused else {}))
     gen = torch.Generator().manual_seed(0)
     T = cfg.block_size
     autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16")

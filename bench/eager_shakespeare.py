@@ -4,7 +4,7 @@ eager_shakespeare.py --data DIR [--config default] [--mbs 64] [--steps 5000] [--
     [--min-lr 1e-4] [--warmup 100] [--beta2 0.99] [--weight-decay 0.1] [--grad-clip 1.0]
     [--val-every 250] [--val-batches 200] [--log-every 10] [--device cuda|cpu]
     [--precision bf16|fp32] [--dropout P] [--val-windows nnsc|random] [--seed 1337] [--val-seed 0]
-    [--threads N]
+    [--threads N] [--matched MODEL.pt] [--losses FILE]
 
 Trains examples/nanogpt's GPT on DIR/train.bin (nnsc-prepare-data's uint16 ids) as nanoGPT's
 train.py does: random windows of the training split each step, AdamW over two groups (weight
@@ -17,7 +17,15 @@ Prints one line per validation, `eager step N val loss X elapsed Y s (train loss
 mean training loss, dropout on, over the steps since the last validation), and at the end
 `eager best val loss X at step N (elapsed Y s); total Z s`. Elapsed times start after the
 model, optimizer and data are ready (as nnsc-run's elapsed_s starts with its training loop),
-the device synchronised."""
+the device synchronised.
+
+--matched MODEL.pt takes nnsc-run's side of every draw but the kernels' own: the initial
+weights are the exported archive's (export.py's, which nnsc-run starts from), the training
+windows are nnsc-run's (its data formula with --val-seed as its `seed`), and the generators
+are seeded with --val-seed after the model is built, as nnsc-run seeds them before its first
+step, so the dropout masks come from the same streams. A difference between the two runs is
+then the two programs' arithmetic, not sampling. --losses FILE writes every step's training
+loss, one per line."""
 import argparse
 import dataclasses
 import inspect
@@ -95,6 +103,9 @@ def main():
     ap.add_argument("--val-seed", type=int, default=0,
                     help="the nnsc-run seed whose validation windows --val-windows nnsc uses")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--matched", metavar="MODEL_PT",
+                    help="nnsc-run's initial weights (this archive), training windows and seeding")
+    ap.add_argument("--losses", help="write every step's training loss here")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -105,7 +116,11 @@ def main():
     T = cfg.block_size
     train = np.memmap(os.path.join(args.data, "train.bin"), dtype=np.uint16, mode="r")
     val = np.memmap(os.path.join(args.data, "val.bin"), dtype=np.uint16, mode="r")
-    model = GPT(cfg).to(args.device)
+    model = GPT(cfg)
+    if args.matched:
+        model.load_state_dict(torch.jit.load(args.matched, map_location="cpu").state_dict())
+        torch.manual_seed(args.val_seed)  # nnsc-run: at::manual_seed(seed + dp_rank)
+    model = model.to(args.device)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     extra = {}
@@ -140,15 +155,22 @@ def main():
     sync(args.device)
     start = time.time()
     train_sum, train_from = torch.zeros((), device=args.device), 0
+    step_losses = []
     for it in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(it, args)
-        x, y = windows(train, torch.randint(len(train) - T - 1, (args.mbs,), generator=gen).tolist(),
-                       T, args.device)
+        if args.matched:  # nnsc-run's sample g = step * mbs + i (one rank, no accumulation)
+            starts = [nnsc_offset(it * args.mbs + i, args.val_seed, len(train), T)
+                      for i in range(args.mbs)]
+        else:
+            starts = torch.randint(len(train) - T - 1, (args.mbs,), generator=gen).tolist()
+        x, y = windows(train, starts, T, args.device)
         with autocast:
             out = model(x, y)
         loss = out[0] if isinstance(out, tuple) else out
         train_sum += loss.detach().float()  # on the device: read at the next validation
+        if args.losses:
+            step_losses.append(loss.detach().float())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if args.grad_clip > 0:
@@ -169,6 +191,9 @@ def main():
                 best, best_step, best_at = v, done, elapsed
     sync(args.device)
     total = time.time() - start
+    if args.losses:
+        with open(args.losses, "w") as f:
+            f.writelines(f"{v:.6f}\n" for v in torch.stack(step_losses).tolist())
     print(f"eager best val loss {best:.4f} at step {best_step} (elapsed {best_at:.2f} s); "
           f"total {total:.2f} s")
 

@@ -6,12 +6,13 @@
 #   build        scripts/setup.sh against the CUDA torch of the python3 on PATH, into build/
 #                (CUDA, NCCL; no Gloo: a wheel has no Gloo headers), NNSC_OFFLINE=1, the tools
 #                only (NNSC_BUILD_TARGETS); 77-88 s on the H100 machine (2026-11-27)
-#   smoke        the tiny nanoGPT on cuda over NCCL (1 rank) with the foreach AdamW, bf16,
+#   smoke        the tiny nanoGPT on cuda over NCCL (1 rank) with the fused AdamW, bf16,
 #                validation and a checkpoint at step 10; resumed from it to step 20 the losses
 #                equal the uninterrupted run's; the merged checkpoint loads into the model (23 s)
 #   throughput   bench/gpu_vs_eager.sh (nanoGPT gpt2, micro-batch 8): tokens/s, ratio, MFU
 #                in fp32, fp32 with TF32 matmuls and bf16 in both recipes (70 s with fp32 and
-#                one bf16 recipe; about 110 s with all four)
+#                one bf16 recipe; about 110 s with all four), then bf16 again with both sides'
+#                AdamW fused (FUSED=1; about 40 s more, not yet measured)
 #   shakespeare  bench/shakespeare_char.sh: the 5000-step recipe, time to val loss 1.47
 #                against eager, nnsc-run in both bf16 recipes, for each of SEEDS (default
 #                1337 1338: the seed-to-seed spread is what 0.01 differences mean here);
@@ -106,7 +107,7 @@ run_dir: $S/run
 device: $DEVICE
 data: {train: $S/tokens.bin, val: $S/tokens.bin}
 train: {steps: 20, log_every: 5, val_every: 10, val_batches: 4}
-optimizer: {name: adamw, lr: 1.0e-3, weight_decay: 0.1, grad_clip: 1.0, foreach: "true"}
+optimizer: {name: adamw, lr: 1.0e-3, weight_decay: 0.1, grad_clip: 1.0, fused: "true"}
 checkpoint: {every: 10, keep_last: 2}
 precision: {mode: bf16}
 YAML
@@ -130,7 +131,10 @@ print("load_state_dict:", GPT(CONFIGS["tiny"]).load_state_dict(torch.load(sys.ar
 PY
 }
 
-throughput() { DEVICE=$DEVICE PY=$PY bench/gpu_vs_eager.sh; }
+throughput() {
+  DEVICE=$DEVICE PY=$PY bench/gpu_vs_eager.sh
+  DEVICE=$DEVICE PY=$PY FUSED=1 PRECISIONS=bf16 W=out/bench/gpu_vs_eager_fused bench/gpu_vs_eager.sh
+}
 shakespeare() { DEVICE=$DEVICE PY=$PY SEEDS=${SEEDS:-1337 1338} bench/shakespeare_char.sh; }
 
 (($#)) || set -- build smoke throughput

@@ -16,7 +16,9 @@
 # dense bf16 989 TF/s, used for every precision).
 #   DEVICE=cuda CONFIG=gpt2 MBS=8 STEPS=20 WARMUP=5 PY=python3 bench/gpu_vs_eager.sh
 # A CPU smoke run: DEVICE=cpu CONFIG=small MBS=2 STEPS=3 WARMUP=1 bench/gpu_vs_eager.sh
-# (PRECISIONS="fp32 bf16" runs a subset; tf32 is fp32 on cpu)
+# (PRECISIONS="fp32 bf16" runs a subset; tf32 is fp32 on cpu). FUSED=1: both sides update
+# with PyTorch's fused AdamW kernel (nnsc-run optimizer.fused, eager fused=True, as nanoGPT's
+# train.py on cuda); by default both take the multi-tensor (foreach) one, PyTorch's default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEVICE=${DEVICE:-cuda} CONFIG=${CONFIG:-gpt2} MBS=${MBS:-8} STEPS=${STEPS:-20} WARMUP=${WARMUP:-5}
@@ -26,6 +28,8 @@ PY=${PY:-$(command -v python3)}
 W=${W:-out/bench/gpu_vs_eager}
 B=${B:-build/bin}
 rm -rf "$W" && mkdir -p "$W"
+fused=false eager_fused=()
+[ "${FUSED:-0}" = 1 ] && fused=true eager_fused=(--fused)
 flops=$("$PY" - "$CONFIG" <<'PY'
 import os, sys
 sys.path.insert(0, "examples/nanogpt")
@@ -48,7 +52,7 @@ device: $DEVICE
 report_memory: "false"
 data: {kind: synthetic, vocab_size: $vocab}
 train: {steps: $((STEPS + WARMUP)), log_every: $((WARMUP > 0 ? WARMUP : 1))}
-optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1}
+optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1, fused: $fused}
 checkpoint: {every: 0, keep_last: 1}
 precision: {mode: $1, recipe: $2, tf32: $3}
 YAML
@@ -60,10 +64,10 @@ rows = [r for r in rows if r["step"] > int(sys.argv[2])]
 print(f"{sum(r['tokens_per_s'] * r['step_s'] for r in rows) / sum(r['step_s'] for r in rows):.1f}")
 PY
 }
-echo "config $CONFIG, micro-batch $MBS, 1 $DEVICE device, $STEPS measured steps after $WARMUP; flops/token $flops, peak $PEAK"
+echo "config $CONFIG, micro-batch $MBS, 1 $DEVICE device, $STEPS measured steps after $WARMUP; flops/token $flops, peak $PEAK; AdamW $([ $fused = true ] && echo fused || echo foreach)"
 for precision in ${PRECISIONS:-fp32 tf32 bf16}; do
   eager=$("$PY" bench/eager_reference.py --config "$CONFIG" --mbs "$MBS" --steps "$STEPS" \
-            --warmup "$WARMUP" --device "$DEVICE" --precision "$precision" |
+            --warmup "$WARMUP" --device "$DEVICE" --precision "$precision" "${eager_fused[@]}" |
           sed -n 's/eager tokens\/s: \([0-9.]*\).*/\1/p')
   recipes=megatron
   [ "$precision" = bf16 ] && recipes="megatron autocast"

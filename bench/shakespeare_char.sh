@@ -11,10 +11,18 @@
 # the best of each and, per recipe, the ratios nnsc / eager of the time to the best loss and of
 # the whole run; the goal is nnsc's best <= TARGET (1.47) in no more time than eager. SEEDS
 # (default 1337) repeats the comparison per seed, nnsc-run's `seed` (dropout masks and data
-# windows; the initial weights are export.py's) against eager's --seed (weights, dropout,
+# windows) and export.py's --seed (initial weights) against eager's --seed (weights, dropout,
 # windows), both validating on nnsc-run's windows of that seed, and prints the mean and spread
-# of the best losses: what run-to-run noise is at this target.
+# of the best losses: what run-to-run noise is at this target. export.py seeds torch as
+# eager_shakespeare.py does before building the GPT, so both start from the same weights
+# (until 2026-11-27 every nnsc-run started from export.py's seed 0). MATCHED=1 also gives eager
+# nnsc-run's training windows and generator seeding (eager_shakespeare.py --matched): the two
+# runs then share every draw, and their step-by-step training losses (printed, as max |d| over
+# the first steps and the mean difference over the last 250) show whether the programs'
+# arithmetic differs beyond rounding.
 #   TEXT=data/tinyshakespeare.txt DEVICE=cuda PY=python3 bench/shakespeare_char.sh
+# FUSED=1: nnsc-run updates with PyTorch's fused AdamW kernel (optimizer.fused), as eager
+# does on cuda (fused=True, nanoGPT's choice); by default nnsc-run takes foreach.
 # A CPU smoke run (minutes):
 #   DEVICE=cpu CONFIG=tiny MBS=4 STEPS=20 VAL_EVERY=10 VAL_BATCHES=2 bench/shakespeare_char.sh
 set -euo pipefail
@@ -33,26 +41,32 @@ B=${B:-build/bin}
 [ -f "$TEXT" ] || { echo "shakespeare_char.sh: error: no such text file: $TEXT (set TEXT)" >&2; exit 1; }
 rm -rf "$W" && mkdir -p "$W"
 trap 'echo "shakespeare_char.sh: failed; see $W/*.log" >&2' ERR
-{
-  $B/nnsc-prepare-data "$TEXT" -o "$W/data"
-  "$PY" examples/nanogpt/export.py --config "$CONFIG" --batch "$MBS" --out "$W/model" ${DROPOUT:+--dropout "$DROPOUT"}
-  $B/nnsc-trace "$W/model/model.pt" --inputs "$W/model/inputs.yaml" -o "$W/model" --no-verify
-  $B/nnsc-plan "$W/model/graph.pb" --policy dp --runtime-ngpus 1 -o "$W/plan.pb"
-  $B/nnsc-codegen "$W/model/graph.pb" "$W/plan.pb" -o "$W/prog"
-} > "$W/tools.log" 2>&1
-echo "config $CONFIG, batch $MBS, $STEPS steps, validation of $VAL_BATCHES batches every $VAL_EVERY, $PRECISION, 1 $DEVICE device"
+fused=false
+[ "${FUSED:-0}" = 1 ] && fused=true
+$B/nnsc-prepare-data "$TEXT" -o "$W/data" > "$W/tools.log" 2>&1
+echo "config $CONFIG, batch $MBS, $STEPS steps, validation of $VAL_BATCHES batches every $VAL_EVERY, $PRECISION, 1 $DEVICE device$([ "${MATCHED:-0}" = 1 ] && echo ", eager matched")"
 [ "$PRECISION" = bf16 ] || RECIPES=megatron
 for seed in $SEEDS; do
+# The model of this seed: export.py seeds torch as eager_shakespeare.py does before it builds
+# the GPT, so both start from weights drawn with the seed.
+{
+  "$PY" examples/nanogpt/export.py --config "$CONFIG" --batch "$MBS" --seed "$seed" \
+    --out "$W/model-$seed" ${DROPOUT:+--dropout "$DROPOUT"}
+  $B/nnsc-trace "$W/model-$seed/model.pt" --inputs "$W/model-$seed/inputs.yaml" \
+    -o "$W/model-$seed" --no-verify
+  $B/nnsc-plan "$W/model-$seed/graph.pb" --policy dp --runtime-ngpus 1 -o "$W/plan-$seed.pb"
+  $B/nnsc-codegen "$W/model-$seed/graph.pb" "$W/plan-$seed.pb" -o "$W/prog-$seed"
+} >> "$W/tools.log" 2>&1
 for recipe in $RECIPES; do
   cat > "$W/cfg-$recipe-$seed.yaml" <<YAML
-program: $W/prog
+program: $W/prog-$seed
 run_dir: $W/run-$recipe-$seed
 device: $DEVICE
 seed: $seed
 report_memory: "false"
 data: {train: $W/data/train.bin, val: $W/data/val.bin}
 train: {steps: $STEPS, log_every: 10, val_every: $VAL_EVERY, val_batches: $VAL_BATCHES}
-optimizer: {name: adamw, lr: 1.0e-3, betas: [0.9, 0.99], weight_decay: 0.1, grad_clip: 1.0}
+optimizer: {name: adamw, lr: 1.0e-3, betas: [0.9, 0.99], weight_decay: 0.1, grad_clip: 1.0, fused: $fused}
 lr_schedule: {name: cosine, warmup_steps: 100, decay_steps: $STEPS, min_lr: 1.0e-4}
 checkpoint: {every: 0, keep_last: 1}
 precision: {mode: $PRECISION, recipe: $recipe}
@@ -81,7 +95,8 @@ done
 "$PY" bench/eager_shakespeare.py --data "$W/data" --config "$CONFIG" --mbs "$MBS" \
   --steps "$STEPS" --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES" --device "$DEVICE" \
   --precision "$PRECISION" --seed "$seed" --val-seed "$seed" ${DROPOUT:+--dropout "$DROPOUT"} \
-  > "$W/eager-$seed.txt"
+  --losses "$W/eager-$seed.losses" \
+  $([ "${MATCHED:-0}" = 1 ] && echo --matched "$W/model-$seed/model.pt") > "$W/eager-$seed.txt"
 cat "$W"/nnsc-*-"$seed".txt "$W/eager-$seed.txt"
 done
 "$PY" - "$W" "$TARGET" "$RECIPES" "$SEEDS" <<'PY'
@@ -107,6 +122,18 @@ for recipe in recipes:
         if nreach is not None and ereach is not None:
             print(f"recipe {recipe}, seed {seed}: time to val loss <= {target}: nnsc "
                   f"{nreach:.2f} s, eager {ereach:.2f} s, nnsc / eager {nreach / ereach:.2f}")
+        # Step by step: nnsc-run's training losses against eager's (matched: the same draws,
+        # so early steps agree to rounding and a drift is arithmetic; else sampling noise).
+        import json
+        nl = [json.loads(l)["loss"] for l in open(f"{W}/run-{recipe}-{seed}/metrics.jsonl")]
+        el = [float(l) for l in open(f"{W}/eager-{seed}.losses")]
+        n = min(len(nl), len(el))
+        d = [a - b for a, b in zip(nl[:n], el[:n])]
+        tail = d[-min(250, n):]
+        print(f"recipe {recipe}, seed {seed}: training loss nnsc - eager: max |d| over steps "
+              f"1-{min(10, n)} {max(map(abs, d[:10])):.2e}, 1-{min(100, n)} "
+              f"{max(map(abs, d[:100])):.2e}; mean d over the last {len(tail)} steps "
+              f"{statistics.mean(tail):+.4f}")
         ok = nreach is not None and (ereach is None or nreach <= ereach)
         print(f"recipe {recipe}, seed {seed}: goal (val loss <= {target} in no more time than "
               f"eager): {'met' if ok else 'not met'}")
