@@ -6,7 +6,8 @@
 #   build        scripts/setup.sh against the CUDA torch of the python3 on PATH, into build/
 #                (CUDA, NCCL; no Gloo: a wheel has no Gloo headers), NNSC_OFFLINE=1, the tools
 #                only (NNSC_BUILD_TARGETS); 77-88 s on the H100 machine (2026-11-27)
-#   smoke        the tiny nanoGPT on cuda over NCCL (1 rank) with the fused AdamW, bf16,
+#   smoke        the tiny nanoGPT on cuda over NCCL (1 rank) with the fused AdamW (FUSED=false:
+#                foreach, for a LibTorch before 2.4), bf16,
 #                validation and a checkpoint at step 10; resumed from it to step 20 the losses
 #                equal the uninterrupted run's; the merged checkpoint loads into the model (23 s)
 #   throughput   bench/gpu_vs_eager.sh (nanoGPT gpt2, micro-batch 8): tokens/s, ratio, MFU
@@ -14,9 +15,11 @@
 #                one bf16 recipe; about 110 s with all four), then bf16 again with both sides'
 #                AdamW fused (FUSED=1; about 40 s more, not yet measured)
 #   shakespeare  bench/shakespeare_char.sh: the 5000-step recipe, time to val loss 1.47
-#                against eager, nnsc-run in both bf16 recipes, for each of SEEDS (default
-#                1337 1338: the seed-to-seed spread is what 0.01 differences mean here);
-#                147 s for one recipe and one seed, so about 400 s
+#                against eager, nnsc-run in both bf16 recipes: seed 1337 as nanoGPT runs it
+#                (out/bench/shakespeare_char), then seed 1338 with MATCHED=1, eager taking
+#                nnsc-run's windows and dropout streams, so that a drift between the two is
+#                the GPU programs' arithmetic (out/bench/shakespeare_char_matched); 147 s for
+#                one recipe and one seed, so about 400 s
 #   bench/gpu_session.sh [STAGE...]        (default: build smoke throughput)
 #   TEXT=gpu-data/tinyshakespeare.txt bench/gpu_session.sh shakespeare
 # A 15-minute device session: call 1 `bench/gpu_session.sh build smoke throughput`, then at
@@ -107,7 +110,7 @@ run_dir: $S/run
 device: $DEVICE
 data: {train: $S/tokens.bin, val: $S/tokens.bin}
 train: {steps: 20, log_every: 5, val_every: 10, val_batches: 4}
-optimizer: {name: adamw, lr: 1.0e-3, weight_decay: 0.1, grad_clip: 1.0, fused: "true"}
+optimizer: {name: adamw, lr: 1.0e-3, weight_decay: 0.1, grad_clip: 1.0, fused: "${FUSED:-true}"}
 checkpoint: {every: 10, keep_last: 2}
 precision: {mode: bf16}
 YAML
@@ -135,7 +138,11 @@ throughput() {
   DEVICE=$DEVICE PY=$PY bench/gpu_vs_eager.sh
   DEVICE=$DEVICE PY=$PY FUSED=1 PRECISIONS=bf16 W=out/bench/gpu_vs_eager_fused bench/gpu_vs_eager.sh
 }
-shakespeare() { DEVICE=$DEVICE PY=$PY SEEDS=${SEEDS:-1337 1338} bench/shakespeare_char.sh; }
+shakespeare() {
+  DEVICE=$DEVICE PY=$PY SEEDS=1337 bench/shakespeare_char.sh
+  DEVICE=$DEVICE PY=$PY SEEDS=1338 MATCHED=1 W=out/bench/shakespeare_char_matched \
+    bench/shakespeare_char.sh
+}
 
 (($#)) || set -- build smoke throughput
 failed=()
@@ -145,7 +152,7 @@ for s in "$@"; do
       stage build build || exit 1
       grep -E "^-- nnsc: |^torch |^name" "$W/build.log" || true ;;
     smoke | throughput | shakespeare) # independent: a failure does not stop the next
-      if stage "$s" "$s"; then tail -14 "$W/$s.log"; else failed+=("$s"); fi ;;
+      if stage "$s" "$s"; then tail -40 "$W/$s.log"; else failed+=("$s"); fi ;;
     *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, shakespeare)" >&2; exit 2 ;;
   esac
 done
