@@ -193,7 +193,7 @@ def main():
     total = time.time() - start
     if args.losses:
         with open(args.losses, "w") as f:
-            f.writelines(f"{v:.6f}\n" for v in torch.stack(step_losses).tolist())
+            f.writelines(f"{v:.9g}\n" for v in torch.stack(step_losses).tolist())
     print(f"eager best val loss {best:.4f} at step {best_step} (elapsed {best_at:.2f} s); "
           f"total {total:.2f} s")
 
