@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
@@ -126,6 +127,39 @@ void runCase(const Case &c) {
   fs::remove_all(dir);
 }
 
+// Two optimizers over equal parameters and gradients for three steps, in
+// step `noneStep` of which parameter 1 has no gradient (its step count falls
+// behind; an SGD momentum buffer starts late). Their parameters and states.
+struct SideBySide {
+  std::vector<at::Tensor> a, b;
+  std::map<std::string, at::Tensor> stateA, stateB;
+};
+
+SideBySide stepSideBySide(const OptimizerConfig &x, const OptimizerConfig &y, size_t noneStep) {
+  SideBySide r{initialParams(), initialParams(), {}, {}};
+  std::vector<OptimParam> opsA, opsB;
+  for (size_t i = 0; i < r.a.size(); ++i) {
+    r.a[i].requires_grad_(true);
+    r.b[i].requires_grad_(true);
+    opsA.push_back({std::to_string(i), r.a[i], r.a[i].dim() >= 2});
+    opsB.push_back({std::to_string(i), r.b[i], r.b[i].dim() >= 2});
+  }
+  Optimizer oa(x, opsA), ob(y, opsB);
+  for (size_t k = 0; k < 3; ++k) {
+    for (size_t i = 0; i < r.a.size(); ++i) {
+      bool none = k == noneStep && i == 1;
+      r.a[i].mutable_grad() = none ? at::Tensor() : gradOf(k, i, r.a[i]);
+      r.b[i].mutable_grad() = none ? at::Tensor() : gradOf(k, i, r.b[i]);
+    }
+    oa.step(1e-2);
+    ob.step(1e-2);
+  }
+  r.stateA = oa.state();
+  r.stateB = ob.state();
+  REQUIRE(r.stateA.size() == r.stateB.size());
+  return r;
+}
+
 } // namespace
 
 TEST_CASE("optimizer: AdamW with clipping equals torch.optim.AdamW bit for bit",
@@ -185,31 +219,11 @@ TEST_CASE("optimizer: the foreach and single-tensor paths agree bit for bit on c
     single.momentum = multi.momentum = 0.9;
     single.foreach = "auto";
     multi.foreach = "true";
-    std::vector<at::Tensor> a = initialParams(), b = initialParams();
-    std::vector<OptimParam> opsA, opsB;
-    for (size_t i = 0; i < a.size(); ++i) {
-      a[i].requires_grad_(true);
-      b[i].requires_grad_(true);
-      opsA.push_back({std::to_string(i), a[i], a[i].dim() >= 2});
-      opsB.push_back({std::to_string(i), b[i], b[i].dim() >= 2});
-    }
-    Optimizer oa(single, opsA), ob(multi, opsB);
-    for (size_t k = 0; k < 3; ++k) {
-      for (size_t i = 0; i < a.size(); ++i) {
-        // Parameter 1 has no gradient at step 1: its step count falls behind.
-        bool none = k == 1 && i == 1;
-        a[i].mutable_grad() = none ? at::Tensor() : gradOf(k, i, a[i]);
-        b[i].mutable_grad() = none ? at::Tensor() : gradOf(k, i, b[i]);
-      }
-      oa.step(1e-2);
-      ob.step(1e-2);
-    }
-    for (size_t i = 0; i < a.size(); ++i)
-      CHECK(at::equal(a[i].detach(), b[i].detach()));
-    auto sa = oa.state(), sb = ob.state();
-    REQUIRE(sa.size() == sb.size());
-    for (const auto &[key, value] : sa)
-      CHECK(at::equal(value, sb.at(key)));
+    SideBySide r = stepSideBySide(single, multi, /*noneStep=*/1);
+    for (size_t i = 0; i < r.a.size(); ++i)
+      CHECK(at::equal(r.a[i].detach(), r.b[i].detach()));
+    for (const auto &[key, value] : r.stateA)
+      CHECK(at::equal(value, r.stateB.at(key)));
   }
 }
 
@@ -243,36 +257,17 @@ TEST_CASE("optimizer: the fused and single-tensor paths agree up to rounding", "
     single.weightDecay = fused.weightDecay = 0.1;
     single.momentum = fused.momentum = 0.9;
     fused.fused = "true";
-    std::vector<at::Tensor> a = initialParams(), b = initialParams();
-    std::vector<OptimParam> opsA, opsB;
-    for (size_t i = 0; i < a.size(); ++i) {
-      a[i].requires_grad_(true);
-      b[i].requires_grad_(true);
-      opsA.push_back({std::to_string(i), a[i], a[i].dim() >= 2});
-      opsB.push_back({std::to_string(i), b[i], b[i].dim() >= 2});
-    }
-    Optimizer oa(single, opsA), ob(fused, opsB);
-    REQUIRE(ob.usesFused());
-    for (size_t k = 0; k < 3; ++k) {
-      for (size_t i = 0; i < a.size(); ++i) {
-        bool none = k == 0 && i == 1;
-        a[i].mutable_grad() = none ? at::Tensor() : gradOf(k, i, a[i]);
-        b[i].mutable_grad() = none ? at::Tensor() : gradOf(k, i, b[i]);
-      }
-      oa.step(1e-2);
-      ob.step(1e-2);
-    }
-    for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(Optimizer(fused, {}).usesFused());
+    SideBySide r = stepSideBySide(single, fused, /*noneStep=*/0);
+    for (size_t i = 0; i < r.a.size(); ++i) {
       CAPTURE(i);
       // Every parameter moved (from its initial values) ...
-      CHECK_FALSE(at::allclose(b[i].detach(), initialParams()[i], 0, 1e-4));
+      CHECK_FALSE(at::allclose(r.b[i].detach(), initialParams()[i], 0, 1e-4));
       // ... and where the single-tensor path moved it, to within float32 rounding.
-      CHECK(at::allclose(a[i].detach(), b[i].detach(), 1e-5, 1e-6));
+      CHECK(at::allclose(r.a[i].detach(), r.b[i].detach(), 1e-5, 1e-6));
     }
-    auto sa = oa.state(), sb = ob.state();
-    REQUIRE(sa.size() == sb.size());
-    for (const auto &[key, value] : sa)
-      CHECK(at::allclose(value, sb.at(key), 1e-5, 1e-7));
+    for (const auto &[key, value] : r.stateA)
+      CHECK(at::allclose(value, r.stateB.at(key), 1e-5, 1e-7));
   }
 }
 #endif
