@@ -3,11 +3,13 @@
 // optim_reference.py, run with Debian's python3) and through ours, and the
 // results must be equal bit for bit. Skipped when that Python is missing.
 #include "../CatchCompat.h"
+#include "OpRecorder.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
@@ -245,10 +247,39 @@ TEST_CASE("optimizer: fused AdamW, Adam and SGD equal torch.optim's fused=True",
   }
 }
 
-// The fused kernels compute what the single-tensor path computes, rounding
-// aside (they form the bias corrections in float32 themselves), over three
-// steps in one of which a parameter has no gradient: its step count falls
-// behind, and its SGD momentum buffer starts a step later.
+// optimizer.fused is what runs the fused kernels: one call per update (the
+// parameters share a device and dtype), and no single-tensor update beside
+// it; without it no fused kernel runs. (Checks with a tolerance, such as the
+// parity runs', cannot tell the paths apart: they differ by rounding only.)
+TEST_CASE("optimizer: fused true runs PyTorch's fused kernels and only then", "[runtime][optim]") {
+  for (const auto &[name, kernel] :
+       {std::pair{"adamw", "aten::_fused_adamw_"}, std::pair{"adam", "aten::_fused_adam_"},
+        std::pair{"sgd", "aten::_fused_sgd_"}})
+    for (const char *fused : {"true", "false"}) {
+      CAPTURE(name, fused);
+      OptimizerConfig config;
+      config.name = name;
+      config.momentum = 0.9;
+      config.fused = fused;
+      std::vector<at::Tensor> params = initialParams();
+      std::vector<OptimParam> ops;
+      for (size_t i = 0; i < params.size(); ++i) {
+        params[i].requires_grad_(true);
+        params[i].mutable_grad() = gradOf(0, i, params[i]);
+        ops.push_back({std::to_string(i), params[i], params[i].dim() >= 2});
+      }
+      Optimizer opt(config, ops);
+      std::set<std::string> ran = test::operatorsRunBy([&] { opt.step(1e-2); });
+      CHECK(ran.count(kernel) == (std::string(fused) == "true" ? 1u : 0u));
+      // The single-tensor update's last operation on the parameter.
+      const char *single = std::string(name) == "sgd" ? "aten::add_" : "aten::addcdiv_";
+      CHECK(ran.count(single) == (std::string(fused) == "true" ? 0u : 1u));
+    }
+}
+
+// The fused kernels compute what the single-tensor path computes, up to
+// rounding, over three steps in one of which a parameter has no gradient: its
+// step count falls behind, and its SGD momentum buffer starts a step later.
 TEST_CASE("optimizer: the fused and single-tensor paths agree up to rounding", "[runtime][optim]") {
   for (const char *name : {"adamw", "adam", "sgd"}) {
     CAPTURE(name);

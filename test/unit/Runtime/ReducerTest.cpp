@@ -1,10 +1,17 @@
 // The gradient reducer on 2 ranks (SpawnWorkers.h): buckets launch from the
 // gradient hooks during backward, not at all before the last micro-batch,
-// unused parameters count as zeros, and the result is the rank average.
+// unused parameters count as zeros, and the result is the rank average; and
+// ZeRO-1's optimizer over a scattering reducer with optimizer.fused.
 #include "CommTestUtil.h" // first: see there
 
+#include <set>
+
+#include "OpRecorder.h"
 #include "SpawnWorkers.h"
+#include "nnsc/Runtime/Optimizer.h"
 #include "nnsc/Runtime/Reducer.h"
+#include "nnsc/Runtime/ZeroOptimizer.h"
+#include "nnsc/Torch/Compat.h"
 
 using namespace nnsc;
 using namespace nnsc::rt;
@@ -157,3 +164,61 @@ TEST_CASE("reducer worker: fp16 bucket divided first", "[.worker]") {
 TEST_CASE("reducer divides a 16-bit bucket before reducing it", "[runtime][reducer]") {
   runOnTwoRanks("reducer worker: fp16 bucket divided first");
 }
+
+#if NNSC_TORCH_AT_LEAST(2, 4)
+// ZeRO-1 with optimizer.fused: every rank's owned ranges go through the fused
+// kernel, and the parameters the ranks gather match a plain single-tensor
+// optimizer's on the averaged gradients, for AdamW and, over two steps (the
+// first starts the momentum buffers), SGD.
+TEST_CASE("reducer worker: ZeRO-1 fused update", "[.worker]") {
+  if (!test::isWorker())
+    return;
+  std::unique_ptr<CommWorld> world = joinWithGroupOfAll();
+  int n = world->size(), r = world->rank();
+  for (const auto &[name, kernel] :
+       {std::pair{"adamw", "aten::_fused_adamw_"}, std::pair{"sgd", "aten::_fused_sgd_"}}) {
+    CAPTURE(name);
+    OptimizerConfig fused;
+    fused.name = name;
+    fused.momentum = 0.9;
+    fused.weightDecay = 0.1;
+    fused.fused = "true";
+    OptimizerConfig plain = fused;
+    plain.fused = "false";
+    std::vector<at::Tensor> ps = {test::valueOf(0, {8}).to(at::kFloat) * 0.01,
+                                  test::valueOf(1, {4, 4}).to(at::kFloat) * 0.01};
+    std::vector<at::Tensor> qs = {ps[0].clone().requires_grad_(true),
+                                  ps[1].clone().requires_grad_(true)};
+    for (auto &p : ps)
+      p.requires_grad_(true);
+    Reducer reducer(world->group(1), ps, {"a", "b"}, /*bucketBytes=*/16, /*average=*/true,
+                    test::workerTimeout(), /*divisor=*/0, /*scatter=*/true);
+    ZeroOptimizer zero(fused, reducer, {{"a", ps[0], false}, {"b", ps[1], true}});
+    Optimizer reference(plain, {{"a", qs[0], false}, {"b", qs[1], true}});
+    for (int step = 0; step < 2; ++step) {
+      reducer.prepare(true);
+      ((ps[0] * weight(r, step, {8})).sum() + (ps[1] * weight(r, step, {4, 4})).sum()).backward();
+      NNSC_REQUIRE_OK(reducer.finish());
+      Status stepped = Status::ok();
+      std::set<std::string> ran = test::operatorsRunBy([&] { stepped = zero.step(1e-2); });
+      NNSC_REQUIRE_OK(stepped);
+      CHECK(ran.count(kernel) == 1);
+      zero.zeroGrad();
+      for (auto &q : qs) {
+        at::Tensor mean = at::zeros(q.sizes());
+        for (int k = 0; k < n; ++k)
+          mean = mean + weight(k, step, q.sizes());
+        q.mutable_grad() = mean / n;
+      }
+      reference.step(1e-2);
+      for (size_t i = 0; i < ps.size(); ++i)
+        CHECK(at::allclose(ps[i].detach(), qs[i].detach(), 1e-6, 1e-7));
+    }
+  }
+  NNSC_REQUIRE_OK(world->world().barrier()->wait());
+}
+
+TEST_CASE("ZeRO-1 updates its owned ranges with the fused kernels", "[runtime][reducer]") {
+  runOnTwoRanks("reducer worker: ZeRO-1 fused update");
+}
+#endif
