@@ -14,15 +14,19 @@
 #                in fp32, fp32 with TF32 matmuls and bf16 in both recipes (70 s with fp32 and
 #                one bf16 recipe; about 110 s with all four), then bf16 again with both sides'
 #                AdamW fused (FUSED=1; about 40 s more, not yet measured)
+#   profile      after throughput: nnsc-run's gpt2 configs of it (fp32, bf16 megatron) again for
+#                10 steps, LibTorch's profiler over steps 8-9 (docs/trainer-config.md,
+#                "Profiling"); prints each summary: the phases, host operators, the kernels and
+#                how busy the GPU was; traces in $W/profile-*/profile (about 40 s, estimated)
 #   shakespeare  bench/shakespeare_char.sh: the 5000-step recipe, time to val loss 1.47
 #                against eager, nnsc-run in both bf16 recipes: seed 1337 as nanoGPT runs it
 #                (out/bench/shakespeare_char), then seed 1338 with MATCHED=1, eager taking
 #                nnsc-run's windows and dropout streams, so that a drift between the two is
 #                the GPU programs' arithmetic (out/bench/shakespeare_char_matched); 147 s for
 #                one recipe and one seed, so about 400 s
-#   bench/gpu_session.sh [STAGE...]        (default: build smoke throughput)
+#   bench/gpu_session.sh [STAGE...]        (default: build smoke throughput profile)
 #   TEXT=gpu-data/tinyshakespeare.txt bench/gpu_session.sh shakespeare
-# A 15-minute device session: call 1 `bench/gpu_session.sh build smoke throughput`, then at
+# A 15-minute device session: call 1 `bench/gpu_session.sh build smoke throughput profile`, then at
 # once (a machine stays warm 30 s; a fresh one rebuilds) call 2 `TEXT=... bench/gpu_session.sh
 # build shakespeare` (build: a no-op on the warm machine), each with `carry` naming the
 # git-ignored folder that holds the text (and DEBS, if any).
@@ -138,13 +142,23 @@ throughput() {
   DEVICE=$DEVICE PY=$PY bench/gpu_vs_eager.sh
   DEVICE=$DEVICE PY=$PY FUSED=1 PRECISIONS=bf16 W=out/bench/gpu_vs_eager_fused bench/gpu_vs_eager.sh
 }
+profile() {
+  local G=out/bench/gpu_vs_eager cfg name
+  for name in fp32-megatron-false bf16-megatron-false; do
+    cfg=$G/cfg-$name.yaml
+    [ -e "$cfg" ] || { echo "gpu_session.sh: no $cfg: run the throughput stage first"; exit 1; }
+    build/bin/nnsc-run "$cfg" --nproc-per-node 1 --run_dir="$W/profile-$name" --train.steps=10 \
+      --profile.start_step=8 --profile.end_step=9 --profile.top=12 > "$W/profile-$name.log"
+    cat "$W/profile-$name/profile/rank0.summary.txt"
+  done
+}
 shakespeare() {
   DEVICE=$DEVICE PY=$PY SEEDS=1337 bench/shakespeare_char.sh
   DEVICE=$DEVICE PY=$PY SEEDS=1338 MATCHED=1 W=out/bench/shakespeare_char_matched \
     bench/shakespeare_char.sh
 }
 
-(($#)) || set -- build smoke throughput
+(($#)) || set -- build smoke throughput profile
 failed=()
 for s in "$@"; do
   case "$s" in
@@ -153,7 +167,9 @@ for s in "$@"; do
       grep -E "^-- nnsc: |^torch |^name" "$W/build.log" || true ;;
     smoke | throughput | shakespeare) # independent: a failure does not stop the next
       if stage "$s" "$s"; then tail -40 "$W/$s.log"; else failed+=("$s"); fi ;;
-    *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, shakespeare)" >&2; exit 2 ;;
+    profile)
+      if stage "$s" "$s"; then cat "$W/$s.log"; else failed+=("$s"); fi ;;
+    *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, profile, shakespeare)" >&2; exit 2 ;;
   esac
 done
 ((${#failed[@]} == 0)) || { echo "gpu_session.sh: failed: ${failed[*]}"; exit 1; }

@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 
 namespace nnsc::rt {
 
@@ -22,6 +24,11 @@ int64_t cudaPeakBytes(int device) {
   auto stats =
       c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
   return stats.allocated_bytes[0].peak; // 0: the aggregate over pool types
+}
+
+void synchronizeCudaDevice(int device) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  c10::cuda::device_synchronize();
 }
 
 } // namespace nnsc::rt

@@ -6,5 +6,6 @@ namespace nnsc::rt {
 bool cudaMemoryStatsAvailable() { return false; }
 void resetCudaPeakBytes(int) {}
 int64_t cudaPeakBytes(int) { return -1; }
+void synchronizeCudaDevice(int) {}
 
 } // namespace nnsc::rt

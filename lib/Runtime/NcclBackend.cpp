@@ -27,6 +27,7 @@
 #include <thread>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -484,6 +485,7 @@ private:
   // the watchdog. `blocking`: the work's wait blocks the host (barriers).
   WorkPtr enqueue(const char *op, std::vector<at::Tensor> tensors, const Calls &calls,
                   std::function<void()> finish = {}, bool blocking = false) {
+    RECORD_USER_SCOPE(std::string("nccl:") + op); // a profile's phase, as c10d's gloo:* ones
     auto issued = std::make_shared<Issued>();
     issued->timeout = group().timeout;
     issued->context = context(op);

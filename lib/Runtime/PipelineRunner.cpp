@@ -4,6 +4,7 @@
 #include <set>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -198,6 +199,29 @@ Status PipelineRunner::send(TrainerState &s, int stage, const proto::PipeTensor 
   return Status::ok();
 }
 
+namespace {
+
+const char *scopeName(proto::PipeStep::Kind kind) {
+  switch (kind) {
+  case proto::PipeStep::RECV_ACTIVATIONS:
+    return "nnsc::recv_activations";
+  case proto::PipeStep::FORWARD:
+    return "nnsc::forward";
+  case proto::PipeStep::SEND_ACTIVATIONS:
+    return "nnsc::send_activations";
+  case proto::PipeStep::RECV_GRADIENTS:
+    return "nnsc::recv_gradients";
+  case proto::PipeStep::BACKWARD:
+    return "nnsc::backward";
+  case proto::PipeStep::SEND_GRADIENTS:
+    return "nnsc::send_gradients";
+  default:
+    return "nnsc::pipeline";
+  }
+}
+
+} // namespace
+
 Status PipelineRunner::forward(TrainerState &s, const proto::PipeStep &st, int64_t step,
                                bool training, LossSum &lossSum) {
   const Chunk &chunk = chunks_[static_cast<size_t>(st.chunk())];
@@ -267,6 +291,7 @@ Status PipelineRunner::runStep(TrainerState &s, const proto::PipeStep &st, int64
                                bool training, LossSum &lossSum) {
   const proto::PipeChunk &spec = *chunks_[static_cast<size_t>(st.chunk())].spec;
   Slot &sl = slot(st.micro(), st.chunk());
+  RECORD_USER_SCOPE(scopeName(st.kind())); // a phase of a profile (Profiler.h)
   switch (st.kind()) {
   case proto::PipeStep::RECV_ACTIVATIONS:
     sl.received.clear();

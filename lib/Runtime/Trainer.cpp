@@ -9,14 +9,19 @@
 #include <ostream>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "MemoryReport.h"
 #include "PipelineRunner.h"
 #include "TrainerImpl.h"
 #include "TrainerLog.h"
 #include "nnsc/Runtime/Collectives.h"
+#include "nnsc/Runtime/Profiler.h"
 #include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Support/File.h"
 
@@ -149,11 +154,18 @@ Expected<LossSum> microBatchesStep(TrainerState &s, int64_t step) {
       r->prepare(micro == accum - 1);
     NNSC_RETURN_IF_ERROR(syncBuffersBeforeForward(s));
     setRngForward(step * accum + micro);
-    auto loss = forwardLoss(s, s.trainData->batch(s.layout, step, micro));
+    Expected<at::Tensor> loss = at::Tensor();
+    {
+      RECORD_USER_SCOPE("nnsc::forward");
+      loss = forwardLoss(s, s.trainData->batch(s.layout, step, micro));
+    }
     if (!loss)
       return loss.status();
     lossSum.add(s, *loss);
-    NNSC_RETURN_IF_ERROR(backward(s, *loss));
+    {
+      RECORD_USER_SCOPE("nnsc::backward");
+      NNSC_RETURN_IF_ERROR(backward(s, *loss));
+    }
     // After backward: batch_norm saved its running statistics for it, and
     // an in-place average before would fail autograd's version check.
     NNSC_RETURN_IF_ERROR(syncBuffersAfterForward(s));
@@ -195,8 +207,11 @@ Expected<StepValues> trainStep(TrainerState &s, int64_t step, double lr, StepRec
     return lossSum.status();
   double comm = takeCollectiveSeconds();
   auto t1 = Clock::now();
-  for (auto &red : s.reducers)
-    NNSC_RETURN_IF_ERROR(red->finish());
+  {
+    RECORD_USER_SCOPE("nnsc::grad_sync");
+    for (auto &red : s.reducers)
+      NNSC_RETURN_IF_ERROR(red->finish());
+  }
   if (!s.device.is_cuda()) {
     r.fwdBwdSeconds = seconds(t0, t1);
     r.commSeconds = comm;
@@ -205,6 +220,7 @@ Expected<StepValues> trainStep(TrainerState &s, int64_t step, double lr, StepRec
   if (s.precision && s.precision->scaler())
     r.lossScale = s.precision->lossScale(); // the scale this step's backward used
   StepValues values{lossSum->total(s.device), at::Tensor()};
+  RECORD_USER_SCOPE("nnsc::optimizer"); // the masters, the norm, the update
   auto overflow = masterGradients(s);
   if (!overflow)
     return overflow.status();
@@ -227,6 +243,7 @@ Expected<StepValues> trainStep(TrainerState &s, int64_t step, double lr, StepRec
 }
 
 Expected<double> validate(TrainerState &s) {
+  RECORD_USER_SCOPE("nnsc::validation");
   at::NoGradGuard noGrad;
   LossSum sum;
   for (int64_t v = 0; v < s.config.train.valBatches; ++v) {
@@ -257,16 +274,24 @@ public:
       NNSC_RETURN_IF_ERROR(openMetrics());
     start_ = last_ = read_ = Clock::now();
     lastStep_ = s_.startStep;
+    StepProfiler profiler(s_.config.profile, s_.env.rank,
+                          s_.device.is_cuda() ? int(s_.device.index()) : -1);
     for (int64_t step = s_.startStep; step < t.steps; ++step) {
       StepRecord r;
       r.step = step + 1;
       r.steps = t.steps;
       r.lr = s_.schedule->at(step);
+      profiler.beforeStep(r.step);
       stepStart_ = Clock::now(); // validation and checkpoints are not the step's
-      auto values = trainStep(s_, step, r.lr, r);
+      Expected<StepValues> values = StepValues{};
+      {
+        RECORD_USER_SCOPE(fmt::format("nnsc::step#{}", r.step));
+        values = trainStep(s_, step, r.lr, r);
+      }
       if (!values)
         return values.status();
       NNSC_RETURN_IF_ERROR(afterStep(r, *values));
+      NNSC_RETURN_IF_ERROR(profiler.afterStep(r.step, s_.isLogger() ? &out_ : nullptr));
     }
     return Status::ok();
   }
@@ -376,6 +401,25 @@ private:
   int64_t lastStep_ = 0;
 };
 
+void printProfileBanner(const TrainerState &s, std::ostream &out) {
+  const ProfileConfig &p = s.config.profile;
+  if (!p.enabled())
+    return;
+  if (p.lastStep() <= s.startStep) {
+    out << fmt::format("nnsc-run: profile: steps {}-{} were done before the resume at step {}; "
+                       "nothing is profiled",
+                       p.startStep, p.lastStep(), s.startStep)
+        << std::endl;
+    return;
+  }
+  std::string ranks =
+      p.ranks.empty() ? "every rank" : fmt::format("rank {}", fmt::join(p.ranks, ", "));
+  out << fmt::format("nnsc-run: profiling steps {}-{} on {} (LibTorch's profiler): "
+                     "{}/rank<r>.pt.trace.json and rank<r>.summary.txt",
+                     std::max(p.startStep, s.startStep + 1), p.lastStep(), ranks, p.dir)
+      << std::endl;
+}
+
 void printBanner(const TrainerState &s, std::ostream &out) {
   int64_t params = 0;
   for (size_t i = 0; i < s.shards.size(); ++i)
@@ -419,6 +463,7 @@ void printBanner(const TrainerState &s, std::ostream &out) {
   if (!s.resumedFrom.empty())
     out << fmt::format("nnsc-run: resumed from {} at step {}", s.resumedFrom, s.startStep)
         << std::endl;
+  printProfileBanner(s, out);
 }
 
 // Rank 0 prints the optimizer-state bytes every rank holds (the tensors

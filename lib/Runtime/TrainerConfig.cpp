@@ -14,6 +14,8 @@ namespace nnsc::rt {
 
 namespace {
 
+constexpr int64_t kMaxRank = 2147483647;
+
 const KeySpec *findKey(const std::string &key) {
   for (const auto &s : trainerConfigKeys())
     if (s.key == key)
@@ -138,6 +140,24 @@ Status assign(const KeySpec &s, const ConfigValue &v, TrainerConfig &c, const st
     s.strRef(c) = v.items[0];
     return Status::ok();
   }
+  case KeyType::RankList: {
+    // `all`, one rank, or a list of ranks.
+    std::vector<int64_t> ranks;
+    if (!v.isList && v.items[0] == "all") {
+      s.ranksRef(c) = ranks;
+      return Status::ok();
+    }
+    for (const std::string &item : v.items) {
+      int64_t r = 0;
+      if (!parseInt(item, r) || r < 0 || r > kMaxRank)
+        return typeError(s.key, v, "'all', a rank or a list of ranks (integers >= 0)", text);
+      ranks.push_back(r);
+    }
+    if (ranks.empty())
+      return typeError(s.key, v, "'all', a rank or a list of ranks (integers >= 0)", text);
+    s.ranksRef(c) = ranks;
+    return Status::ok();
+  }
   case KeyType::FloatPair: {
     double a = 0, b = 0;
     if (!v.isList || v.items.size() != 2 || !parseFloat(v.items[0], a) ||
@@ -198,6 +218,24 @@ template <typename Err> Status checkPrecision(const TrainerConfig &c, Err err) {
   return Status::ok();
 }
 
+// The profiled steps lie inside the run, first before last.
+template <typename Err> Status checkProfile(const TrainerConfig &c, Err err) {
+  const ProfileConfig &p = c.profile;
+  if (p.endStep > 0 && p.startStep == 0)
+    return err("profile.end_step",
+               "profile.end_step is set but profile.start_step is 0 (no profiling); set "
+               "profile.start_step to the first step to profile");
+  if (p.endStep > 0 && p.endStep < p.startStep)
+    return err(
+        "profile.end_step",
+        fmt::format("profile.end_step {} is before profile.start_step {}", p.endStep, p.startStep));
+  if (p.lastStep() > c.train.steps)
+    return err(
+        p.endStep > 0 ? "profile.end_step" : "profile.start_step",
+        fmt::format("profile step {} is past train.steps ({})", p.lastStep(), c.train.steps));
+  return Status::ok();
+}
+
 Status checkCrossKeys(const TrainerConfig &c) {
   auto err = [&](const std::string &key, const std::string &msg) {
     return Status::error(formatError(c.positionOf(key), msg));
@@ -215,6 +253,7 @@ Status checkCrossKeys(const TrainerConfig &c) {
     return err("backend", "backend 'nccl' needs device 'cuda'");
   if (c.backend == "gloo" && c.device == "cuda")
     return err("backend", "backend 'gloo' is for device 'cpu'; use 'nccl' or 'auto' with cuda");
+  NNSC_RETURN_IF_ERROR(checkProfile(c, err));
   if (c.optimizer.fused == "true" && c.optimizer.foreach == "true")
     return err("optimizer.fused", "optimizer.fused and optimizer.foreach cannot both be true: "
                                   "the fused kernels replace the multi-tensor ops");
@@ -222,6 +261,10 @@ Status checkCrossKeys(const TrainerConfig &c) {
 }
 
 } // namespace
+
+bool ProfileConfig::profilesRank(int64_t rank) const {
+  return ranks.empty() || std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
 
 SourcePos TrainerConfig::positionOf(const std::string &key) const {
   auto it = positions.find(key);
@@ -296,7 +339,10 @@ std::string configHash(const TrainerConfig &c) {
                                                  "train.val_every",   "train.val_batches",
                                                  "checkpoint.every",  "checkpoint.keep_last",
                                                  "checkpoint.resume", "metrics",
-                                                 "data.val"};
+                                                 "data.val",          "profile.start_step",
+                                                 "profile.end_step",  "profile.ranks",
+                                                 "profile.dir",       "profile.record_shapes",
+                                                 "profile.memory",    "profile.top"};
   uint64_t h = 1469598103934665603ull; // FNV-1a
   for (const auto &[key, value] : c.resolved) {
     if (kIgnored.count(key))

@@ -186,6 +186,24 @@ std::vector<KeySpec> buildKeys() {
   k.push_back(intKey(
       "precision.loss_scale.hysteresis", "1", 1,
       [](C & c) -> auto & { return c.precision.lossScale.hysteresis; }, kMaxCount));
+  k.push_back(intKey(
+      "profile.start_step", "0", 0, [](C & c) -> auto & { return c.profile.startStep; },
+      kMaxCount));
+  k.push_back(intKey(
+      "profile.end_step", "0", 0, [](C & c) -> auto & { return c.profile.endStep; }, kMaxCount));
+  KeySpec ranks = spec("profile.ranks", KeyType::RankList, "[0]");
+  ranks.ranksRef = [](C & c) -> auto & { return c.profile.ranks; };
+  k.push_back(ranks);
+  k.push_back(stringKey(
+      "profile.dir", "${run_dir}/profile", [](C & c) -> auto & { return c.profile.dir; }));
+  k.push_back(choiceKey(
+      "profile.record_shapes", "false", {"false", "true"},
+      [](C & c) -> auto & { return c.profile.recordShapes; }));
+  k.push_back(choiceKey(
+      "profile.memory", "false", {"false", "true"},
+      [](C & c) -> auto & { return c.profile.memory; }));
+  k.push_back(intKey(
+      "profile.top", "15", 0, [](C & c) -> auto & { return c.profile.top; }, kMaxCount));
   k.push_back(choiceKey(
       "report_memory", "true", {"true", "false"},
       [](C & c) -> auto & { return c.reportMemory; }));

@@ -11,7 +11,7 @@
 
 namespace nnsc::rt {
 
-enum class KeyType { Int, Float, String, Choice, FloatPair };
+enum class KeyType { Int, Float, String, Choice, FloatPair, RankList };
 
 struct KeySpec {
   std::string key;
@@ -24,6 +24,7 @@ struct KeySpec {
   std::function<double &(TrainerConfig &)> floatRef;
   std::function<std::string &(TrainerConfig &)> strRef;
   std::function<void(TrainerConfig &, double, double)> setPair;
+  std::function<std::vector<int64_t> &(TrainerConfig &)> ranksRef; ///< RankList: empty = all
 };
 
 /// Every accepted key, in documentation order.

@@ -12,10 +12,11 @@
 #include "TensorIO.h"
 #include "TrainerImpl.h"
 #include "nnsc/Runtime/CpuBinding.h"
-#include "nnsc/Runtime/PipelineManifest.h"
 #include "nnsc/Runtime/HostMemory.h"
+#include "nnsc/Runtime/PipelineManifest.h"
 #include "nnsc/Runtime/RngStreams.h"
 #include "nnsc/Runtime/Threads.h"
+#include "nnsc/Support/File.h"
 #include "nnsc/Support/Safetensors.h"
 
 namespace nnsc::rt {
@@ -314,6 +315,15 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
         fmt::format("optimizer.fused: true needs LibTorch 2.4 or later (its fused Adam, AdamW "
                     "and SGD kernels); this nnsc is built against LibTorch {}",
                     TORCH_VERSION)));
+  if (config.profile.enabled())
+    for (int64_t r : config.profile.ranks)
+      if (r >= env.worldSize)
+        return Status::error(formatError(
+            config.positionOf("profile.ranks"),
+            fmt::format("profile.ranks names rank {}, but this job has {} rank{} (0 to {})", r,
+                        env.worldSize, env.worldSize == 1 ? "" : "s", env.worldSize - 1)));
+  if (config.profile.enabled() && config.profile.profilesRank(env.rank))
+    NNSC_RETURN_IF_ERROR(makeDirs(config.profile.dir)); // before the steps it would lose
   if (config.device == "cuda") {
     // Before anything is allocated there: else LibTorch's dispatcher table.
     int gpus = at::hasCUDA() ? int(at::getNumGPUs()) : 0;

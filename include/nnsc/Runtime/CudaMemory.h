@@ -1,5 +1,5 @@
 #pragma once
-/// Peak memory of the CUDA caching allocator, where the LibTorch has CUDA
+/// Peak memory of the CUDA caching allocator, and a device-wide wait, where the LibTorch has CUDA
 /// (lib/Runtime/CudaMemory.cpp is built only against a LibTorch with
 /// libc10_cuda; elsewhere these report "not measured").
 
@@ -16,5 +16,9 @@ void resetCudaPeakBytes(int device);
 /// The largest bytes allocated by the caching allocator on `device` since
 /// the last reset; -1 without CUDA.
 int64_t cudaPeakBytes(int device);
+
+/// Waits for every stream of `device` (cudaDeviceSynchronize). No-op
+/// without CUDA.
+void synchronizeCudaDevice(int device);
 
 } // namespace nnsc::rt

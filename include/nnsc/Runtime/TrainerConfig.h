@@ -106,6 +106,23 @@ struct PrecisionConfig {
   std::string tf32 = "false";
 };
 
+/// LibTorch's profiler over a range of steps (docs/trainer-config.md,
+/// "Profiling"): a Chrome trace per profiled rank and a table of where the
+/// time went.
+struct ProfileConfig {
+  int64_t startStep = 0;              ///< first profiled step (1-based); 0 = no profiling
+  int64_t endStep = 0;                ///< last profiled step, inclusive; 0 = startStep
+  std::vector<int64_t> ranks;         ///< global ranks that profile; empty = every rank
+  std::string dir;                    ///< default ${run_dir}/profile
+  std::string recordShapes = "false"; ///< true | false: operators' input shapes
+  std::string memory = "false";       ///< true | false: allocations and frees
+  int64_t top = 15;                   ///< rows of each summary table
+
+  bool enabled() const { return startStep > 0; }
+  int64_t lastStep() const { return endStep > 0 ? endStep : startStep; }
+  bool profilesRank(int64_t rank) const;
+};
+
 /// The typed configuration. `positions` says where each key got its value
 /// (file:line:col, or the command-line option), for later error messages.
 struct TrainerConfig {
@@ -129,6 +146,7 @@ struct TrainerConfig {
   CheckpointConfig checkpoint;
   DataParallelConfig dataParallel;
   PrecisionConfig precision;
+  ProfileConfig profile;
   std::string metrics; ///< default ${run_dir}/metrics.jsonl
   /// "true": count live CPU tensor storage and print its peak beside the
   /// plan's estimate at the end (device cpu); "false": no counting.

@@ -92,7 +92,7 @@ TEST_CASE("config: unknown top-level key and section", "[runtime][config]") {
                  "program, run_dir, seed, threads, device, backend, host_memory, gloo_workers, "
                  "cpu_bind, omp_wait, comm_timeout_s, "
                  "data, train, optimizer, lr_schedule, checkpoint, data_parallel, precision, "
-                 "report_memory, metrics"));
+                 "profile, report_memory, metrics"));
   auto s = parse("program: p\nmodel:\n  dim: 3\n");
   REQUIRE(!s.isOk());
   CHECK_THAT(s.status().message(),
@@ -336,4 +336,50 @@ TEST_CASE("config: omp_wait is passive unless told; the environment's own policy
     ::setenv("OMP_WAIT_POLICY", saved.c_str(), 1);
   if (!savedSpin.empty())
     ::setenv("GOMP_SPINCOUNT", savedSpin.c_str(), 1);
+}
+
+TEST_CASE("config: profile section, its defaults, ranks and errors", "[runtime][config]") {
+  auto c = parse(kBase);
+  REQUIRE(c.isOk());
+  CHECK(!c->profile.enabled());
+  CHECK(c->profile.ranks == std::vector<int64_t>{0});
+  CHECK(c->profile.dir == "runs/a/profile");
+  CHECK(c->profile.top == 15);
+  auto on = parse(kBase, {"--profile.start_step=3", "--profile.end_step=5"});
+  REQUIRE(on.isOk());
+  CHECK(on->profile.enabled());
+  CHECK(on->profile.lastStep() == 5);
+  CHECK(on->profile.profilesRank(0));
+  CHECK(!on->profile.profilesRank(1));
+  CHECK(configHash(*on) == configHash(*c)); // profiling does not change the training
+  auto one = parse(kBase, {"--profile.start_step=20"});
+  REQUIRE(one.isOk());
+  CHECK(one->profile.lastStep() == 20);
+  auto all = parse(std::string(kBase) + "profile:\n  start_step: 2\n  ranks: all\n");
+  REQUIRE(all.isOk());
+  CHECK(all->profile.ranks.empty());
+  CHECK(all->profile.profilesRank(7));
+  auto list = parse(std::string(kBase) + "profile:\n  start_step: 2\n  ranks: [1, 3]\n");
+  REQUIRE(list.isOk());
+  CHECK(list->profile.ranks == std::vector<int64_t>{1, 3});
+  CHECK(!list->profile.profilesRank(0));
+  auto word = parse(std::string(kBase) + "profile:\n  ranks: some\n");
+  REQUIRE(!word.isOk());
+  CHECK_THAT(word.status().message(),
+             Catch::Matchers::StartsWith("cfg.yaml:13:3: error: 'profile.ranks' must be 'all', "
+                                         "a rank or a list of ranks (integers >= 0), got 'some'"));
+  auto before = parse(kBase, {"--profile.start_step=4", "--profile.end_step=2"});
+  REQUIRE(!before.isOk());
+  CHECK_THAT(before.status().message(),
+             Catch::Matchers::ContainsSubstring("profile.end_step 2 is before "
+                                                "profile.start_step 4"));
+  auto past = parse(kBase, {"--profile.start_step=21"});
+  REQUIRE(!past.isOk());
+  CHECK_THAT(past.status().message(),
+             Catch::Matchers::ContainsSubstring("profile step 21 is past train.steps (20)"));
+  auto endOnly = parse(kBase, {"--profile.end_step=4"});
+  REQUIRE(!endOnly.isOk());
+  CHECK_THAT(endOnly.status().message(),
+             Catch::Matchers::ContainsSubstring("profile.end_step is set but "
+                                                "profile.start_step is 0"));
 }
