@@ -56,7 +56,8 @@ int64_t deviceBusyNs(const std::vector<ProfiledEvent> &events);
 
 /// The summary tables: phases per step, the `top` host operators by self
 /// time, and on a device the `top` kernels and the device's busy share of
-/// the profiled steps.
+/// the profiled steps (from the first step's start to the end of the last
+/// step or of its last kernel, whichever is later).
 std::string formatProfileSummary(const std::vector<ProfiledEvent> &events, int64_t steps,
                                  int64_t top);
 
