@@ -282,6 +282,7 @@ public:
       r.steps = t.steps;
       r.lr = s_.schedule->at(step);
       profiler.beforeStep(r.step);
+      r.profiled = profiler.recording();
       stepStart_ = Clock::now(); // validation and checkpoints are not the step's
       Expected<StepValues> values = StepValues{};
       {
@@ -291,7 +292,10 @@ public:
       if (!values)
         return values.status();
       NNSC_RETURN_IF_ERROR(afterStep(r, *values));
+      const bool recorded = profiler.recording();
       NNSC_RETURN_IF_ERROR(profiler.afterStep(r.step, s_.isLogger() ? &out_ : nullptr));
+      if (recorded && !profiler.recording() && pending_.empty())
+        last_ = read_ = Clock::now(); // writing the profile is no step's time
     }
     return Status::ok();
   }

@@ -33,9 +33,9 @@ std::string formatProgressLine(const StepRecord &r) {
     scale = fmt::format(" | loss scale {:g}{}", *r.lossScale,
                         r.skipped ? " (inf/nan gradients: step skipped)" : "");
   return fmt::format(
-      "step {}/{} | loss {:.4f} | lr {:.1e} | grad-norm {:.3f} | {} tok/s | eta {}{}", r.step,
+      "step {}/{} | loss {:.4f} | lr {:.1e} | grad-norm {:.3f} | {} tok/s | eta {}{}{}", r.step,
       r.steps, r.loss, r.lr, r.gradNorm, withThousands(r.tokensPerS), formatDuration(r.etaSeconds),
-      scale);
+      scale, r.profiled ? " | profiled" : "");
 }
 
 std::string formatValidationLine(const StepRecord &r) {
@@ -60,6 +60,8 @@ std::string formatMetricsRecord(const StepRecord &r) {
     j["val_loss"] = *r.valLoss;
   if (r.lossScale)
     j["loss_scale"] = *r.lossScale;
+  if (r.profiled)
+    j["profiled"] = true; // its times include the profiler's
   if (r.skipped) {
     j["skipped"] = true;
     j["grad_norm"] = nullptr; // NaN is not JSON

@@ -25,6 +25,7 @@ struct StepRecord {
   std::optional<double> valLoss;
   std::optional<double> lossScale; ///< fp16: the scale the step's backward used
   bool skipped = false;            ///< fp16: gradients overflowed, no update
+  bool profiled = false;           ///< LibTorch's profiler recorded it (slower)
 };
 
 /// "step 40/200 | loss 2.4312 | lr 9.8e-04 | grad-norm 0.842 | 11,204 tok/s | eta 0:01:23"
@@ -34,7 +35,8 @@ std::string formatProgressLine(const StepRecord &r);
 std::string formatValidationLine(const StepRecord &r);
 
 /// One JSON object: {"step", "loss", "lr", "grad_norm", "tokens_per_s",
-/// "step_s", "elapsed_s"[, "fwd_bwd_s", "comm_s", "grad_sync_s", "optimizer_s"][, "val_loss"]}.
+/// "step_s", "elapsed_s"[, "fwd_bwd_s", "comm_s", "grad_sync_s", "optimizer_s"][, "val_loss"]
+/// [, "loss_scale"][, "skipped"][, "profiled"]}.
 std::string formatMetricsRecord(const StepRecord &r);
 
 /// 11204.3 -> "11,204".

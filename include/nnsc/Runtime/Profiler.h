@@ -82,6 +82,8 @@ public:
   /// the config's dir, and prints the summary to `out` when it is non-null.
   Status afterStep(int64_t step, std::ostream *out);
 
+  /// True between the start of the first profiled step and the stop.
+  bool recording() const { return running_; }
   /// The trace this rank writes.
   std::string tracePath() const;
 

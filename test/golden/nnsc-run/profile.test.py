@@ -1,12 +1,13 @@
-# profile.test.py DIR FIRST LAST: for each rank's trace in DIR, the profiled
-# steps, how many forward and backward phases it holds, and whether the
-# operators are in it; then the first line of each summary but rank 0's.
+# profile.test.py DIR FIRST LAST METRICS: for each rank's trace in DIR, the
+# profiled steps, how many forward and backward phases it holds, and whether
+# the operators are in it; then the first line of rank 1's summary and the
+# steps the metrics file marks as profiled.
 import json
 import os
 import re
 import sys
 
-d, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d, first, last, metrics = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 for rank in (0, 1):
     path = os.path.join(d, f"rank{rank}.pt.trace.json")
     with open(path) as f:
@@ -20,3 +21,6 @@ for rank in (0, 1):
         sys.exit(f"{path}: steps {steps}")
 with open(os.path.join(d, "rank1.summary.txt")) as f:
     print("rank1.summary.txt:", f.readline().split(":")[0])
+with open(metrics) as f:
+    rows = [json.loads(line) for line in f]
+print("metrics: steps", [r["step"] for r in rows], "profiled", [r["step"] for r in rows if r.get("profiled")])
