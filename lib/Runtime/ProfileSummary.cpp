@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -96,6 +97,25 @@ std::string jsonString(const std::string &s) {
 }
 
 } // namespace
+
+std::vector<ProfiledEvent> profiledSteps(std::vector<ProfiledEvent> events) {
+  std::set<std::string> scopes;
+  int64_t lastStepEnd = INT64_MIN;
+  for (const ProfiledEvent &e : events)
+    if (e.userScope && !e.onDevice) {
+      scopes.insert(e.name);
+      if (phaseName(e.name) == "nnsc::step")
+        lastStepEnd = std::max(lastStepEnd, e.startNs + e.durationNs);
+    }
+  std::vector<ProfiledEvent> kept;
+  for (ProfiledEvent &e : events) {
+    if (e.onDevice ? scopes.count(e.name) > 0
+                   : lastStepEnd != INT64_MIN && e.startNs >= lastStepEnd)
+      continue;
+    kept.push_back(std::move(e));
+  }
+  return kept;
+}
 
 std::vector<ProfileRow> summarizeEvents(const std::vector<ProfiledEvent> &events, bool device) {
   std::vector<int64_t> self = device ? std::vector<int64_t>() : selfTimes(events);

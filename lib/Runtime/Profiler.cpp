@@ -55,6 +55,7 @@ ProfiledEvent convert(const tp::KinetoEvent &e) {
   p.onDevice = e.deviceType() != c10::DeviceType::CPU;
   p.userScope = e.scope() == uint8_t(at::RecordScope::USER_SCOPE);
   p.memory = p.name == "[memory]";
+  p.onDevice = p.onDevice && !p.memory; // a device allocation is no kernel
   p.bytes = p.memory ? e.nBytes() : 0;
   p.deviceIndex = int(e.deviceIndex());
   p.thread = p.onDevice ? uint64_t(e.deviceResourceId()) : e.startThreadId();
@@ -68,8 +69,13 @@ StepProfiler::StepProfiler(const ProfileConfig &config, int rank, int cudaDevice
     : config_(config), rank_(rank), cudaDevice_(cudaDevice) {}
 
 StepProfiler::~StepProfiler() {
-  if (running_)
+  if (!running_)
+    return;
+  running_ = false;
+  try {
     (void)tp::disableProfiler(); // a failed run: nothing is written
+  } catch (const std::exception &) {
+  }
 }
 
 std::string StepProfiler::tracePath() const {
@@ -77,39 +83,44 @@ std::string StepProfiler::tracePath() const {
 }
 
 void StepProfiler::beforeStep(int64_t step) {
-  if (running_ || done_ || !config_.enabled() || !config_.profilesRank(rank_) ||
-      step < config_.startStep || step > config_.lastStep())
+  if (running_ || result_ || done_ || !config_.enabled() || !config_.profilesRank(rank_) ||
+      !config_.coversStep(step))
     return;
   tp::ProfilerConfig cfg(ProfilerState::KINETO, config_.recordShapes == "true",
                          config_.memory == "true");
   std::set<ActivityType> activities{ActivityType::CPU};
-  if (cudaDevice_ >= 0)
+  if (cudaDevice_ >= 0) {
     activities.insert(ActivityType::CUDA);
+    synchronizeCudaDevice(cudaDevice_); // earlier steps' kernels stay out
+  }
   tp::prepareProfiler(cfg, activities);
   tp::enableProfiler(cfg, activities);
   running_ = true;
   firstStep_ = step;
 }
 
-Status StepProfiler::afterStep(int64_t step, std::ostream *out) {
+void StepProfiler::afterStep(int64_t step) {
   if (!running_ || step < config_.lastStep())
-    return Status::ok();
-  return finish(out);
-}
-
-Status StepProfiler::finish(std::ostream *out) {
+    return;
   if (cudaDevice_ >= 0)
     synchronizeCudaDevice(cudaDevice_); // the steps' kernels end inside the profile
-  std::unique_ptr<tp::ProfilerResult> result = tp::disableProfiler();
   running_ = false;
+  result_ = tp::disableProfiler();
+}
+
+Expected<bool> StepProfiler::write(std::ostream *out) {
+  if (!result_)
+    return false;
+  std::unique_ptr<tp::ProfilerResult> result = std::move(result_);
   done_ = true;
   std::vector<ProfiledEvent> events;
   for (const tp::KinetoEvent &e : result->events())
     events.push_back(convert(e));
+  events = profiledSteps(std::move(events));
   NNSC_RETURN_IF_ERROR(makeDirs(config_.dir));
   // A Kineto-enabled LibTorch writes its own trace (GPU kernels linked to
-  // their launches, as torch.profiler's export); without Kineto (Debian's
-  // builds) save() refuses and nnsc writes the events it has.
+  // their launches, as torch.profiler's export); without Kineto (Debian 12's
+  // build) save() refuses and nnsc writes the events it has.
   const std::string trace = tracePath();
   bool saved = false;
   try {
@@ -127,7 +138,7 @@ Status StepProfiler::finish(std::ostream *out) {
       writeFileAtomic(fmt::format("{}/rank{}.summary.txt", config_.dir, rank_), summary));
   if (out)
     *out << summary << std::flush;
-  return Status::ok();
+  return true;
 }
 
 } // namespace nnsc::rt

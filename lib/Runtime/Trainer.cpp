@@ -282,7 +282,7 @@ public:
       r.steps = t.steps;
       r.lr = s_.schedule->at(step);
       profiler.beforeStep(r.step);
-      r.profiled = profiler.recording();
+      r.profiled = s_.config.profile.coversStep(r.step); // on some rank: all are slowed
       stepStart_ = Clock::now(); // validation and checkpoints are not the step's
       Expected<StepValues> values = StepValues{};
       {
@@ -291,10 +291,12 @@ public:
       }
       if (!values)
         return values.status();
+      profiler.afterStep(r.step); // validation and checkpoints stay out
       NNSC_RETURN_IF_ERROR(afterStep(r, *values));
-      const bool recorded = profiler.recording();
-      NNSC_RETURN_IF_ERROR(profiler.afterStep(r.step, s_.isLogger() ? &out_ : nullptr));
-      if (recorded && !profiler.recording() && pending_.empty())
+      auto wrote = profiler.write(s_.isLogger() ? &out_ : nullptr);
+      if (!wrote)
+        return wrote.status();
+      if (*wrote && pending_.empty())
         last_ = read_ = Clock::now(); // writing the profile is no step's time
     }
     return Status::ok();
@@ -334,7 +336,11 @@ private:
       for (const PendingStep &p : pending_)
         report(p.record, readAt);
     pending_.clear();
-    Status st = checkpoint ? saveCheckpoint(s_, r.step, r.lr) : Status::ok();
+    Status st = Status::ok();
+    if (checkpoint) {
+      RECORD_USER_SCOPE("nnsc::checkpoint");
+      st = saveCheckpoint(s_, r.step, r.lr);
+    }
     read_ = Clock::now();
     return st;
   }

@@ -17,6 +17,10 @@
 #include "nnsc/Runtime/TrainerConfig.h"
 #include "nnsc/Support/Status.h"
 
+namespace torch::autograd::profiler {
+struct ProfilerResult;
+}
+
 namespace nnsc::rt {
 
 /// One event of a profile, in nanoseconds on the host clock.
@@ -61,6 +65,12 @@ int64_t deviceBusyNs(const std::vector<ProfiledEvent> &events);
 std::string formatProfileSummary(const std::vector<ProfiledEvent> &events, int64_t steps,
                                  int64_t top);
 
+/// The events that belong to the profiled steps' summary: drops the device
+/// copies of host scopes (Kineto's GPU user annotations span a step's
+/// first to last kernel, not GPU work) and host events that start after the
+/// last `nnsc::step#N` scope ends (the profiler's own wait for the device).
+std::vector<ProfiledEvent> profiledSteps(std::vector<ProfiledEvent> events);
+
 /// A Chrome trace (chrome://tracing, Perfetto): complete events for the
 /// operators and phases, instant events for memory, `rank` as the process.
 std::string chromeTrace(const std::vector<ProfiledEvent> &events, int rank);
@@ -75,12 +85,16 @@ public:
   StepProfiler(const StepProfiler &) = delete;
   StepProfiler &operator=(const StepProfiler &) = delete;
 
-  /// Before step `step` (1-based): starts profiling at the first profiled step.
+  /// Before step `step` (1-based): at the first profiled step, waits for
+  /// the device (earlier steps' kernels stay out) and starts profiling.
   void beforeStep(int64_t step);
-  /// After step `step`: at the last profiled step waits for the device,
-  /// stops, writes `rank{r}.pt.trace.json` and `rank{r}.summary.txt` under
-  /// the config's dir, and prints the summary to `out` when it is non-null.
-  Status afterStep(int64_t step, std::ostream *out);
+  /// After step `step`'s training (before its validation or checkpoint): at
+  /// the last profiled step waits for the device and stops.
+  void afterStep(int64_t step);
+  /// Once stopped: writes `rank{r}.pt.trace.json` and `rank{r}.summary.txt`
+  /// under the config's dir and prints the summary to `out` when non-null.
+  /// True when it wrote them now.
+  Expected<bool> write(std::ostream *out);
 
   /// True between the start of the first profiled step and the stop.
   bool recording() const { return running_; }
@@ -88,13 +102,12 @@ public:
   std::string tracePath() const;
 
 private:
-  Status finish(std::ostream *out);
-
   ProfileConfig config_;
   int rank_;
   int cudaDevice_;
   bool running_ = false;
   bool done_ = false;
+  std::unique_ptr<torch::autograd::profiler::ProfilerResult> result_; ///< stopped, not written
   int64_t firstStep_ = 0;
 };
 

@@ -121,6 +121,10 @@ struct ProfileConfig {
   bool enabled() const { return startStep > 0; }
   int64_t lastStep() const { return endStep > 0 ? endStep : startStep; }
   bool profilesRank(int64_t rank) const;
+  /// True for a step (1-based) in [startStep, lastStep()] while enabled.
+  bool coversStep(int64_t step) const {
+    return enabled() && step >= startStep && step <= lastStep();
+  }
 };
 
 /// The typed configuration. `positions` says where each key got its value

@@ -352,6 +352,17 @@ TEST_CASE("config: profile section, its defaults, ranks and errors", "[runtime][
   CHECK(on->profile.profilesRank(0));
   CHECK(!on->profile.profilesRank(1));
   CHECK(configHash(*on) == configHash(*c)); // profiling does not change the training
+  auto every =
+      parse(kBase, {"--profile.start_step=3", "--profile.end_step=5", "--profile.ranks=all",
+                    "--profile.dir=/tmp/p", "--profile.record_shapes=true", "--profile.memory=true",
+                    "--profile.top=3"});
+  REQUIRE(every.isOk());
+  CHECK(configHash(*every) == configHash(*c));
+  CHECK(on->profile.coversStep(3));
+  CHECK(on->profile.coversStep(5));
+  CHECK(!on->profile.coversStep(2));
+  CHECK(!on->profile.coversStep(6));
+  CHECK(!c->profile.coversStep(1));
   auto one = parse(kBase, {"--profile.start_step=20"});
   REQUIRE(one.isOk());
   CHECK(one->profile.lastStep() == 20);

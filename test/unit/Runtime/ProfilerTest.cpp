@@ -84,7 +84,7 @@ TEST_CASE("profile: phases per step and the device's busy time", "[runtime][prof
       scope("nnsc::backward", 300, 500),   scope("nnsc::step#4", 1000, 1000),
       scope("nnsc::forward", 1000, 200),   kernel("gemm", 50, 100, 7),
       kernel("gemm", 120, 100, 7),         kernel("nccl:all_reduce", 400, 250, 9),
-      kernel("elementwise", 1500, 100, 7), host("aten::mm", 10, 20)};
+      kernel("elementwise", 1500, 700, 7), host("aten::mm", 10, 20)};
   std::vector<ProfileRow> phases = summarizePhases(events);
   REQUIRE(phases.size() == 3);
   CHECK(phases[0].name == "nnsc::step");
@@ -93,18 +93,36 @@ TEST_CASE("profile: phases per step and the device's busy time", "[runtime][prof
   CHECK(phases[1].name == "nnsc::forward");
   CHECK(phases[1].totalNs == 500);
   CHECK(phases[2].name == "nnsc::backward");
-  // [50, 220) ∪ [400, 650) ∪ [1500, 1600): overlapping kernels count once.
-  CHECK(deviceBusyNs(events) == 170 + 250 + 100);
+  // [50, 220) ∪ [400, 650) ∪ [1500, 2200): overlapping kernels count once.
+  CHECK(deviceBusyNs(events) == 170 + 250 + 700);
   std::vector<ProfileRow> kernels = summarizeEvents(events, true);
   REQUIRE(kernels.size() == 3);
-  CHECK(kernels[0].name == "nccl:all_reduce");
+  CHECK(kernels[0].name == "elementwise");
   CHECK(row(kernels, "gemm").calls == 2);
   CHECK(row(kernels, "gemm").selfNs == 200);
   std::string text = formatProfileSummary(events, 2, 10);
+  // The window ends with the last kernel (2200), after the last step's host
+  // side (2000): 1120 of 2200 ns.
   CHECK_THAT(text,
              Catch::Matchers::ContainsSubstring("device busy 0.001 ms of the steps' 0.002 ms"));
-  CHECK_THAT(text, Catch::Matchers::ContainsSubstring("(26.0%)"));
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring("(50.9%)"));
   CHECK_THAT(text, Catch::Matchers::ContainsSubstring("nnsc::forward"));
+}
+
+TEST_CASE("profile: the steps' events leave out the profiler's own", "[runtime][profile]") {
+  ProfiledEvent annotation = kernel("nnsc::step#2", 100, 900, 7); // Kineto's GPU copy
+  std::vector<ProfiledEvent> events{
+      scope("nnsc::step#2", 0, 1000),     host("aten::mm", 10, 20),
+      scope("gloo:all_reduce", 300, 50),  annotation,
+      kernel("gemm", 100, 40, 7),         kernel("gloo:all_reduce", 320, 20, 8),
+      kernel("late kernel", 1100, 50, 7), host("cudaDeviceSynchronize", 1000, 200)};
+  std::vector<ProfiledEvent> kept = profiledSteps(events);
+  std::vector<std::string> names;
+  for (const ProfiledEvent &e : kept)
+    names.push_back(e.name + (e.onDevice ? " (device)" : ""));
+  CHECK(names == std::vector<std::string>{"nnsc::step#2", "aten::mm", "gloo:all_reduce",
+                                          "gemm (device)", "late kernel (device)"});
+  CHECK(deviceBusyNs(kept) == 90);
 }
 
 TEST_CASE("profile: the Chrome trace is JSON with every event", "[runtime][profile]") {
@@ -141,20 +159,32 @@ TEST_CASE("profile: StepProfiler records the profiled steps only", "[runtime][pr
   config.dir = dir.string();
   config.recordShapes = "true";
   config.memory = "true";
-  std::ostringstream out;
+  std::ostringstream out, other;
   {
-    StepProfiler profiler(config, 1, -1);
+    StepProfiler profiler(config, 1, -1), notProfiled(config, 0, -1);
     for (int64_t step = 1; step <= 4; ++step) {
       profiler.beforeStep(step);
+      notProfiled.beforeStep(step);
+      CHECK(profiler.recording() == (step == 2 || step == 3));
+      CHECK(!notProfiled.recording());
       {
         RECORD_USER_SCOPE("nnsc::step#" + std::to_string(step));
         at::Tensor a = at::ones({16, 8});
         at::Tensor b = step == 1 ? a.add(1) : a.mm(a.t()); // step 1 is not profiled
         (void)b.sum();
       }
-      REQUIRE(profiler.afterStep(step, &out).isOk());
+      profiler.afterStep(step);
+      notProfiled.afterStep(step);
+      (void)at::ones({4}).neg(); // a validation: at step 3 after the stop
+      auto wrote = profiler.write(&out);
+      REQUIRE(wrote.isOk());
+      CHECK(*wrote == (step == 3));
+      auto none = notProfiled.write(&other);
+      REQUIRE(none.isOk());
+      CHECK(!*none);
     }
   }
+  CHECK(other.str().empty());
   CHECK(!fs::exists(dir / "rank0.pt.trace.json"));
   REQUIRE(fs::exists(dir / "rank1.pt.trace.json"));
   nlohmann::json trace = nlohmann::json::parse(readText(dir / "rank1.pt.trace.json"));
@@ -175,6 +205,7 @@ TEST_CASE("profile: StepProfiler records the profiled steps only", "[runtime][pr
   CHECK(names.count("nnsc::step#1") == 0);
   CHECK(names.count("nnsc::step#4") == 0);
   CHECK(names.count("aten::add") == 0);
+  CHECK(names["aten::neg"] == 1); // between steps 2 and 3; step 3's came after the stop
   CHECK(names["aten::mm"] == 2);
   CHECK(mmShapes);
   CHECK(allocated >= 2 * 16 * 16 * 4); // the two products, at least
