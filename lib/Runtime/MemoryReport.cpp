@@ -1,6 +1,7 @@
 // Measured peak memory beside the planner's estimate (MemoryReport.h).
 #include "MemoryReport.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/ATen.h>
@@ -9,6 +10,7 @@
 #include "TensorIO.h"
 #include "nnsc/Runtime/AllocationCounter.h"
 #include "nnsc/Runtime/CudaMemory.h"
+#include "nnsc/Runtime/Reducer.h"
 #include "nnsc/Runtime/ShardTable.h"
 
 namespace nnsc::rt {
@@ -108,11 +110,33 @@ double mainGradBytes(const TrainerState &s) {
   return 4 * estimateOf(s).trainable_elements();
 }
 
-// The gradient buckets in precision.grad_reduce_dtype (the manifest counts
-// them in the shards' float32).
+// Whether the reducers hold the gradients in their buckets (Reducer.h's
+// bucket views): then the buckets are the gradients (mixed precision: the
+// float32 main grads) and only ZeRO's shards are more.
+bool bucketViews(const TrainerState &s) {
+  return std::any_of(s.reducers.begin(), s.reducers.end(),
+                     [](const auto &r) { return r->bucketViews(); });
+}
+
+// The gradient buckets beyond the gradients they hold, in
+// precision.grad_reduce_dtype (the manifest counts them in the shards'
+// float32): each reducer's gradients (none as views, none where a group of
+// one reduces nothing), and under ZeRO this rank's shard.
 double bucketBytes(const TrainerState &s) {
-  double bytes = estimateOf(s).comm_bytes();
-  return mixed(s) && s.config.precision.gradReduceDtype != "fp32" ? bytes / 2 : bytes;
+  const double scale = mixed(s) && s.config.precision.gradReduceDtype != "fp32" ? 0.5 : 1.0;
+  if (s.reducers.size() != size_t(s.manifest.reducers_size()))
+    return estimateOf(s).comm_bytes() * scale;
+  std::vector<double> bytes = reducerBytes(s.manifest);
+  double total = 0;
+  for (int r = 0; r < s.manifest.reducers_size(); ++r) {
+    double b = bytes[static_cast<size_t>(r)];
+    double shard =
+        s.manifest.zero() > 0 ? b / groupSize(s.manifest, s.manifest.reducers(r).group()) : 0;
+    const Reducer &reducer = *s.reducers[static_cast<size_t>(r)];
+    if (reducer.reduces())
+      total += reducer.bucketViews() ? shard : b + shard;
+  }
+  return total * scale;
 }
 
 // LibTorch's CPU dropout keeps its mask as a tensor of the input's dtype
@@ -136,16 +160,28 @@ int64_t bucketsOfLargestReducer(const TrainerState &s) {
 
 std::string mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024.0)); }
 
+// "grad buckets B" (copies), or with bucket views what they hold and what
+// they add (ZeRO's shards, a reducer that keeps copies).
+std::string bucketText(const TrainerState &s) {
+  if (!bucketViews(s))
+    return "grad buckets " + mib(bucketBytes(s));
+  std::string text =
+      mixed(s) ? "grad buckets hold the float32 main grads" : "grad buckets hold the grads";
+  if (double extra = bucketBytes(s); extra > 0)
+    text += " + " + mib(extra);
+  return text;
+}
+
 std::string breakdown(const TrainerState &s) {
   const proto::MemoryEstimate &e = estimateOf(s);
   std::string grads = mib(e.grad_bytes());
   if (mixed(s))
     grads = fmt::format("{} + float32 main grads {}", grads, mib(mainGradBytes(s)));
-  std::string text = fmt::format("rank 0{}: params {}, grads {}, optimizer {}{}, grad buckets {}; "
+  std::string text = fmt::format("rank 0{}: params {}, grads {}, optimizer {}{}, {}; "
                                  "activations {} + transient {}",
                                  mixed(s) ? fmt::format(" ({})", s.config.precision.mode) : "",
                                  mib(e.param_bytes()), grads, mib(optimizerBytes(s)),
-                                 mixed(s) ? " with float32 masters" : "", mib(bucketBytes(s)),
+                                 mixed(s) ? " with float32 masters" : "", bucketText(s),
                                  mib(e.activation_bytes()), mib(e.transient_bytes()));
   if (double b = cpuMaskBytes(s); b > 0)
     text += fmt::format(" + {} dropout masks {}", mixed(s) ? s.config.precision.mode : "float32",

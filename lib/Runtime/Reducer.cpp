@@ -92,9 +92,55 @@ void Reducer::setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dty
   }
 }
 
+bool Reducer::viewsPossible() const {
+  if (!viewsWanted_ || !reduces())
+    return false;
+  if (mainGrads_.empty())
+    return true;
+  // Mixed precision: float32 buckets hold the float32 main grads; 16-bit ones
+  // cannot, and ZeRO's masters are sharded (their holders may be released).
+  if (scatter_ || flatDtype_ != at::kFloat)
+    return false;
+  for (const at::Tensor &m : mainGrads_)
+    if (!m.defined())
+      return false;
+  return true;
+}
+
+namespace {
+
+bool isView(const at::Tensor &grad, const at::Tensor &slot) {
+  return grad.defined() && grad.numel() == slot.numel() && grad.data_ptr() == slot.data_ptr();
+}
+
+} // namespace
+
+void Reducer::bindViews() {
+  at::NoGradGuard noGrad;
+  for (Bucket &b : buckets_) {
+    const at::Tensor &first = params_[b.members[0]];
+    if (!b.flat.defined())
+      b.flat = at::zeros(
+          {b.numel},
+          first.options().dtype(flatDtype_.value_or(first.scalar_type())).requires_grad(false));
+    for (size_t j = 0; j < b.members.size(); ++j) {
+      at::Tensor &h = holder(b.members[j]);
+      at::Tensor view = b.flat.narrow(0, b.offsets[j], h.numel()).view(h.sizes());
+      if (h.grad().defined())
+        view.copy_(h.grad());
+      else
+        view.zero_();
+      h.mutable_grad() = view;
+    }
+  }
+  viewsBound_ = true;
+}
+
 void Reducer::prepare(bool reduce) {
+  if (!viewsBound_ && viewsPossible())
+    bindViews();
   // A group of one has nothing to sum (but may still have a divisor).
-  active_ = reduce && (group_->size() > 1 || divisor_ != 1);
+  active_ = reduce && reduces();
   std::fill(armed_.begin(), armed_.end(), active_);
   nextLaunch_ = 0;
   std::fill(seen_.begin(), seen_.end(), false);
@@ -105,14 +151,14 @@ void Reducer::prepare(bool reduce) {
 }
 
 void Reducer::arm(size_t param) {
-  if (group_->size() == 1 && divisor_ == 1)
+  if (!reduces())
     return;
   active_ = true;
   armed_[param] = true;
 }
 
 void Reducer::armAll() {
-  if (group_->size() == 1 && divisor_ == 1)
+  if (!reduces())
     return;
   active_ = true;
   std::fill(armed_.begin(), armed_.end(), true);
@@ -150,6 +196,17 @@ void Reducer::launch(Bucket &b) {
   for (size_t j = 0; j < b.members.size(); ++j) {
     const at::Tensor &p = params_[b.members[j]];
     at::Tensor slot = b.flat.narrow(0, b.offsets[j], p.numel());
+    if (isView(holder(b.members[j]).grad(), slot)) {
+      // Backward accumulated into the bucket; mixed precision adds the last
+      // micro-batch's 16-bit gradient to its earlier ones' float32 sum.
+      // Dropped here, not at finish(): a pipeline folds the 16-bit gradients
+      // after every backward, and this bucket is on the wire already.
+      if (!mainGrads_.empty() && p.grad().defined()) {
+        slot.add_(p.grad().detach().reshape({-1}));
+        params_[b.members[j]].mutable_grad() = at::Tensor();
+      }
+      continue;
+    }
     if (p.grad().defined())
       slot.copy_(p.grad().detach().reshape({-1}));
     else
@@ -217,6 +274,10 @@ Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
       at::Tensor p = target[b.members[j]].detach();
       p.copy_(gathered[i].narrow(0, b.offsets[j], p.numel()).view(p.sizes()));
     }
+    // The flat holds the gradients when they are its views: zero again, as
+    // the optimizer left them, for the next backward to accumulate into.
+    if (viewsBound_ && gathered[i].is_alias_of(b.flat))
+      b.flat.zero_();
     b.work.reset();
   }
   return Status::ok();
@@ -237,11 +298,17 @@ Status Reducer::finish() {
     if (scatter_) {
       if (divisor_ != 1 && !divided)
         b.shard.div_(divisor_);
-      for (size_t m : b.members) // mixed precision: both parts are in the bucket now
-        if (!mainGrads_.empty()) {
-          params_[m].mutable_grad() = at::Tensor();
-          mainGrads_[m].mutable_grad() = at::Tensor();
+      for (size_t j = 0; j < b.members.size(); ++j) {
+        at::Tensor &p = params_[b.members[j]];
+        if (!mainGrads_.empty()) { // mixed precision: both parts are in the bucket now
+          p.mutable_grad() = at::Tensor();
+          mainGrads_[b.members[j]].mutable_grad() = at::Tensor();
+        } else if (viewsBound_) { // the local gradient, a view again if replaced
+          at::Tensor local = b.flat.narrow(0, b.offsets[j], p.numel()).view(p.sizes());
+          if (!isView(p.grad(), local))
+            p.mutable_grad() = local;
         }
+      }
       continue;
     }
     if (divisor_ != 1 && !divided)
@@ -251,11 +318,20 @@ Status Reducer::finish() {
       at::Tensor src = b.flat.narrow(0, b.offsets[j], p.numel()).view(p.sizes());
       if (!mainGrads_.empty()) {
         at::Tensor &main = mainGrads_[b.members[j]].mutable_grad();
-        if (main.defined())
+        if (viewsBound_) {
+          if (!isView(main, src))
+            main = src;
+        } else if (main.defined()) {
           main.copy_(src);
-        else
+        } else {
           main = src.to(at::kFloat, false, true);
+        }
         p.mutable_grad() = at::Tensor();
+        continue;
+      }
+      if (viewsBound_) { // a .grad replaced from outside becomes a view again
+        if (!isView(p.grad(), src))
+          p.mutable_grad() = src;
         continue;
       }
       if (p.grad().defined())

@@ -331,18 +331,31 @@ std::string describeConfig(const TrainerConfig &c) {
 }
 
 std::string configHash(const TrainerConfig &c) {
-  static const std::set<std::string> kIgnored = {"run_dir",           "threads",
-                                                 "backend",           "comm_timeout_s",
-                                                 "host_memory",       "gloo_workers",
-                                                 "cpu_bind",          "omp_wait",
-                                                 "train.steps",       "train.log_every",
-                                                 "train.val_every",   "train.val_batches",
-                                                 "checkpoint.every",  "checkpoint.keep_last",
-                                                 "checkpoint.resume", "metrics",
-                                                 "data.val",          "profile.start_step",
-                                                 "profile.end_step",  "profile.ranks",
-                                                 "profile.dir",       "profile.record_shapes",
-                                                 "profile.memory",    "profile.top"};
+  static const std::set<std::string> kIgnored = {"run_dir",
+                                                 "threads",
+                                                 "backend",
+                                                 "comm_timeout_s",
+                                                 "host_memory",
+                                                 "gloo_workers",
+                                                 "cpu_bind",
+                                                 "omp_wait",
+                                                 "train.steps",
+                                                 "train.log_every",
+                                                 "train.val_every",
+                                                 "train.val_batches",
+                                                 "checkpoint.every",
+                                                 "checkpoint.keep_last",
+                                                 "checkpoint.resume",
+                                                 "metrics",
+                                                 "data.val",
+                                                 "profile.start_step",
+                                                 "profile.end_step",
+                                                 "profile.ranks",
+                                                 "profile.dir",
+                                                 "profile.record_shapes",
+                                                 "profile.memory",
+                                                 "profile.top",
+                                                 "data_parallel.bucket_view"};
   uint64_t h = 1469598103934665603ull; // FNV-1a
   for (const auto &[key, value] : c.resolved) {
     if (kIgnored.count(key))

@@ -198,6 +198,7 @@ Status buildReducers(TrainerState &s) {
                                                    scatter));
     if (s.precision)
       s.reducers.back()->setMainGrads(std::move(masters), s.precision->reduceDtype());
+    s.reducers.back()->useBucketViews(s.config.dataParallel.bucketView == "true");
   }
   return Status::ok();
 }

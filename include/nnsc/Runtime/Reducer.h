@@ -8,6 +8,16 @@
 /// finish() waits, copies the results back and divides them (by the group
 /// size when averaging, or by an explicit divisor).
 ///
+/// With bucket views (useBucketViews, on by default in nnsc-run) the
+/// gradients live in the buckets, as DDP's gradient_as_bucket_view and
+/// Megatron's contiguous gradient buffer keep them: before the first backward
+/// each parameter's .grad (mixed precision: its master's, when the buckets
+/// are float32) becomes a view of its bucket, backward accumulates into it in
+/// place, and a launch sends it as it is. No copy in or out, and no second
+/// copy of the gradients in memory. The optimizer's zeroGrad zeroes the
+/// views in place (as it does); a .grad replaced from outside is copied in
+/// at the launch and becomes a view again at finish().
+///
 /// Under ZeRO-1 (`scatter`) each bucket is padded to a multiple of the group
 /// size and reduce-scattered instead (ZeroLayout.h): this rank receives only
 /// its range of the summed gradient, gradShard(bucket), and the parameters'
@@ -55,6 +65,16 @@ public:
   /// (ZeroOptimizer) and may be released. Call before the first backward.
   void setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dtype);
 
+  /// Gradients as views of the buckets (above), from the next prepare() on;
+  /// call before the first backward. Mixed precision keeps its copies when
+  /// the buckets are 16-bit or scatter (the float32 main grads are no views
+  /// then). A group of one (nothing to reduce) allocates no buckets.
+  void useBucketViews(bool on) { viewsWanted_ = on; }
+  /// True once the gradients' holders are views of the buckets.
+  bool bucketViews() const { return viewsBound_; }
+  /// Whether useBucketViews(true) binds views in this configuration.
+  bool viewsPossible() const;
+
   /// Arms the hooks for the next backward. With `reduce` false (a micro-batch
   /// before the last one) gradients only accumulate locally.
   void prepare(bool reduce);
@@ -73,6 +93,9 @@ public:
   Status finish();
 
   size_t numBuckets() const { return buckets_.size(); }
+  /// Whether a step reduces anything (a group of one may still divide); a
+  /// reducer that does not allocates no buckets.
+  bool reduces() const { return group_->size() > 1 || divisor_ != 1; }
   bool scatters() const { return scatter_; }
   /// True after setMainGrads (mixed precision).
   bool hasMainGrads() const { return !mainGrads_.empty(); }
@@ -116,6 +139,10 @@ private:
   void installHooks();
   void markReady(size_t param);
   void launch(Bucket &b);
+  void bindViews();
+  /// The tensor whose .grad holds params_[k]'s reduced gradient: the param,
+  /// or its float32 master under mixed precision.
+  at::Tensor &holder(size_t k) { return mainGrads_.empty() ? params_[k] : mainGrads_[k]; }
 
   std::shared_ptr<CommBackend> group_;
   std::vector<at::Tensor> params_;
@@ -133,6 +160,8 @@ private:
   std::vector<uintptr_t> hookKeys_;
   size_t nextLaunch_ = 0;
   bool active_ = false; ///< a reduction is under way: finish() completes it
+  bool viewsWanted_ = false;
+  bool viewsBound_ = false;
 };
 
 } // namespace nnsc::rt

@@ -71,6 +71,9 @@ struct DataParallelConfig {
   /// How copies keep the buffers the forward writes equal: broadcast (copy
   /// 0's before every forward, as PyTorch DDP) | average (after every forward).
   std::string buffers = "broadcast";
+  /// true: the gradients are views of the reducers' buckets (Reducer.h), so
+  /// they are neither copied in and out nor held twice | false: copies.
+  std::string bucketView = "true";
 };
 
 /// Dynamic loss scaling of fp16 training (PyTorch's GradScaler and

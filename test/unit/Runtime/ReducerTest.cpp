@@ -222,3 +222,128 @@ TEST_CASE("ZeRO-1 updates its owned ranges with the fused kernels", "[runtime][r
   runOnTwoRanks("reducer worker: ZeRO-1 fused update");
 }
 #endif
+
+namespace {
+
+// One side of the bucket-view comparison: parameters (16-bit under mixed
+// precision, with float32 masters) and their reducer.
+struct Side {
+  std::vector<at::Tensor> ps, masters;
+  std::unique_ptr<Reducer> reducer;
+
+  Side(CommWorld &world, bool views, bool mixed, bool scatter) {
+    const at::ScalarType dtype = mixed ? at::kBFloat16 : at::kFloat;
+    for (auto shape : {std::vector<int64_t>{3}, std::vector<int64_t>{2}, std::vector<int64_t>{4, 4},
+                       std::vector<int64_t>{5}}) {
+      at::Tensor v = test::valueOf(int(ps.size()), shape).to(at::kFloat) * 0.01;
+      ps.push_back(v.to(dtype).requires_grad_(true));
+      masters.push_back(v.clone().requires_grad_(true));
+    }
+    // 16-byte buckets, in launch order: float32 [5], [4x4], [2, 3]; bf16
+    // [5, 4x4], [2, 3] ("unused" is ps[0]).
+    reducer = std::make_unique<Reducer>(
+        world.group(1), ps, std::vector<std::string>{"unused", "a", "b", "c"},
+        /*bucketBytes=*/16, /*average=*/true, test::workerTimeout(), /*divisor=*/0, scatter);
+    if (mixed)
+      reducer->setMainGrads(masters, at::kFloat);
+    reducer->useBucketViews(views);
+  }
+  at::Tensor &holder(size_t i) { return reducer->hasMainGrads() ? masters[i] : ps[i]; }
+
+  // One step of two micro-batches on rank r (ps[0] stays unused); mixed
+  // precision folds the first into the masters' grads as the trainer does.
+  void step(int r, int step) {
+    for (int micro = 0; micro < 2; ++micro) {
+      if (reducer->hasMainGrads() && micro > 0)
+        for (size_t i = 0; i < ps.size(); ++i)
+          if (ps[i].grad().defined()) {
+            at::Tensor &main = masters[i].mutable_grad();
+            if (main.defined())
+              main.add_(ps[i].grad());
+            else
+              main = ps[i].grad().to(at::kFloat);
+            ps[i].mutable_grad() = at::Tensor();
+          }
+      reducer->prepare(micro == 1);
+      at::Tensor loss = at::zeros({});
+      for (size_t i = 1; i < ps.size(); ++i)
+        loss = loss + (ps[i].to(at::kFloat) * weight(r, 2 * step + micro, ps[i].sizes())).sum();
+      loss.backward();
+    }
+  }
+  // As the optimizers' zeroGrad: in place.
+  void zeroGrads() {
+    for (size_t i = 0; i < ps.size(); ++i)
+      if (holder(i).grad().defined())
+        holder(i).mutable_grad().detach().zero_();
+  }
+};
+
+bool sameStorage(const at::Tensor &a, const at::Tensor &b) {
+  return a.defined() && b.defined() && a.is_alias_of(b);
+}
+
+} // namespace
+
+// Gradients as views of the buckets (Reducer::useBucketViews): bit for bit
+// the results of bucket copies over two steps of two micro-batches, for
+// float32, mixed precision's float32 main grads and ZeRO-1's shards; the
+// holders share their bucket's storage from the first backward on (with
+// copies they do not), a .grad replaced from outside becomes a view again,
+// and ZeRO's parameter all-gather, which borrows the buckets, leaves the
+// views zero.
+TEST_CASE("reducer worker: bucket views", "[.worker]") {
+  if (!test::isWorker())
+    return;
+  std::unique_ptr<CommWorld> world = joinWithGroupOfAll();
+  int r = world->rank();
+  for (auto [mixed, scatter] :
+       {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+    CAPTURE(mixed, scatter);
+    Side views(*world, true, mixed, scatter), copies(*world, false, mixed, scatter);
+    const size_t buckets = views.reducer->numBuckets();
+    REQUIRE(buckets == (mixed ? 2 : 3));
+    for (int step = 0; step < 3; ++step) {
+      CAPTURE(step);
+      if (step == 2) // replaced from outside: copied in at the launch, a view after finish
+        views.holder(1).mutable_grad() = at::zeros_like(views.holder(1));
+      views.step(r, step);
+      copies.step(r, step);
+      NNSC_REQUIRE_OK(views.reducer->finish());
+      NNSC_REQUIRE_OK(copies.reducer->finish());
+      CHECK(views.reducer->bucketViews());
+      CHECK_FALSE(copies.reducer->bucketViews());
+      // [2, 3] share the last bucket; with copies each has its own storage.
+      CHECK(sameStorage(views.holder(1).grad(), views.holder(0).grad()));
+      CHECK_FALSE(sameStorage(copies.holder(1).grad(), copies.holder(0).grad()));
+      if (scatter) {
+        for (size_t b = 0; b < buckets; ++b)
+          CHECK(at::equal(views.reducer->gradShard(b), copies.reducer->gradShard(b)));
+        NNSC_REQUIRE_OK(views.reducer->gatherParams());
+        NNSC_REQUIRE_OK(copies.reducer->gatherParams());
+        for (size_t i = 0; i < views.ps.size(); ++i) {
+          CHECK(at::equal(views.ps[i], copies.ps[i]));
+          CHECK(at::equal(views.ps[i].grad(), at::zeros_like(views.ps[i])));
+        }
+      } else {
+        for (size_t i = 0; i < views.ps.size(); ++i) {
+          CAPTURE(i);
+          REQUIRE(views.holder(i).grad().defined());
+          CHECK(views.holder(i).grad().scalar_type() == at::kFloat);
+          CHECK(at::equal(views.holder(i).grad(), copies.holder(i).grad()));
+          CHECK(views.ps[i].grad().defined() == !mixed); // mixed: 16-bit parts dropped
+        }
+        CHECK(at::equal(views.holder(0).grad(), at::zeros({3})));
+        // Not all zero: the comparison above has something to compare.
+        CHECK(views.holder(2).grad().abs().sum().item<float>() > 0);
+      }
+      views.zeroGrads();
+      copies.zeroGrads();
+    }
+  }
+  NNSC_REQUIRE_OK(world->world().barrier()->wait());
+}
+
+TEST_CASE("reducer keeps the gradients in its buckets, as copies would", "[runtime][reducer]") {
+  runOnTwoRanks("reducer worker: bucket views");
+}
