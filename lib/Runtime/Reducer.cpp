@@ -115,14 +115,18 @@ bool isView(const at::Tensor &grad, const at::Tensor &slot) {
 
 } // namespace
 
+// The flat's: its first member's device, in the reduction dtype (mixed
+// precision) or the members' own.
+at::TensorOptions Reducer::flatOptions(const Bucket &b) const {
+  const at::Tensor &first = params_[b.members[0]];
+  return first.options().dtype(flatDtype_.value_or(first.scalar_type())).requires_grad(false);
+}
+
 void Reducer::bindViews() {
   at::NoGradGuard noGrad;
   for (Bucket &b : buckets_) {
-    const at::Tensor &first = params_[b.members[0]];
     if (!b.flat.defined())
-      b.flat = at::zeros(
-          {b.numel},
-          first.options().dtype(flatDtype_.value_or(first.scalar_type())).requires_grad(false));
+      b.flat = at::zeros({b.numel}, flatOptions(b));
     for (size_t j = 0; j < b.members.size(); ++j) {
       at::Tensor &h = holder(b.members[j]);
       at::Tensor view = b.flat.narrow(0, b.offsets[j], h.numel()).view(h.sizes());
@@ -188,11 +192,8 @@ bool dividesFirst(const at::Tensor &flat, int64_t divisor) {
 
 void Reducer::launch(Bucket &b) {
   at::NoGradGuard noGrad;
-  const at::Tensor &first = params_[b.members[0]];
   if (!b.flat.defined())
-    b.flat = at::empty(
-        {b.numel},
-        first.options().dtype(flatDtype_.value_or(first.scalar_type())).requires_grad(false));
+    b.flat = at::empty({b.numel}, flatOptions(b));
   for (size_t j = 0; j < b.members.size(); ++j) {
     const at::Tensor &p = params_[b.members[j]];
     at::Tensor slot = b.flat.narrow(0, b.offsets[j], p.numel());

@@ -140,6 +140,7 @@ private:
   void markReady(size_t param);
   void launch(Bucket &b);
   void bindViews();
+  at::TensorOptions flatOptions(const Bucket &b) const;
   /// The tensor whose .grad holds params_[k]'s reduced gradient: the param,
   /// or its float32 master under mixed precision.
   at::Tensor &holder(size_t k) { return mainGrads_.empty() ? params_[k] : mainGrads_[k]; }
