@@ -184,6 +184,22 @@ TEST_CASE("config: hash ignores bookkeeping keys", "[runtime][config]") {
              Catch::Matchers::ContainsSubstring("optimizer.betas: [0.9, 0.95]\n"));
 }
 
+TEST_CASE("config: data_parallel.bucket_view turns the gradients' bucket views on and off",
+          "[runtime][config]") {
+  auto c = parse(kBase);
+  REQUIRE(c.isOk());
+  CHECK(c->dataParallel.bucketView == "true");
+  auto off = parse(std::string(kBase) + "data_parallel:\n  bucket_view: false\n");
+  REQUIRE(off.isOk());
+  CHECK(off->dataParallel.bucketView == "false");
+  CHECK(configHash(*off) == configHash(*c)); // the same bits: a checkpoint resumes under either
+  auto bad = parse(std::string(kBase) + "data_parallel:\n  bucket_view: maybe\n");
+  REQUIRE(!bad.isOk());
+  CHECK_THAT(bad.status().message(),
+             Catch::Matchers::StartsWith("cfg.yaml:13:3: error: 'data_parallel.bucket_view' must "
+                                         "be one of: true, false, got 'maybe'"));
+}
+
 TEST_CASE("config: data_parallel.buffers chooses how copies keep buffers equal",
           "[runtime][config]") {
   auto c = parse(kBase);
