@@ -611,7 +611,7 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
     if (options.zero >= 0)
       zeros = {options.zero};
     else
-      zeros = dp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
+      zeros = dp > 1 ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
     for (int z : zeros) {
       Setting s;
       if (options.constraints)
@@ -735,9 +735,10 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
   }
   const Trial &c = result.trials[static_cast<size_t>(result.chosen)];
   if (c.zero > 0 && options.zero < 0)
-    result.notes.push_back(fmt::format(
-        "ZeRO-1: without it no plan over {} fits {} per device", where(c),
-        plan::formatBytes(result.memLimit)));
+    result.notes.push_back(
+        fmt::format("ZeRO-{}: {} no plan over {} fits {} per device", c.zero,
+                    c.zero == 1 ? "without it" : fmt::format("with ZeRO-{} at most", c.zero - 1),
+                    where(c), plan::formatBytes(result.memLimit)));
   if (c.recomputeLayers > 0 && options.recompute == Options::Recompute::Auto) {
     int fewest = c.recomputeLayers;
     for (const Trial &t : result.trials)

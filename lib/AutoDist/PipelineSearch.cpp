@@ -475,6 +475,15 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
       if (c.micro < 1)
         continue; // the global batch does not split over these copies
       std::vector<int> zeros;
+      if (options.zero >= 2) {
+        // ZeRO-2 reduces every micro-batch; pipelines accumulate (Validate.cpp).
+        if (options.pipelineStages > 0)
+          return errorf("error: --zero 2 with --pipeline {}: ZeRO-2 reduce-scatters each "
+                        "micro-batch's gradients, a pipeline accumulates them over its "
+                        "schedule; use --zero 1",
+                        options.pipelineStages);
+        continue;
+      }
       if (options.zero >= 0)
         zeros = {options.zero};
       else

@@ -187,6 +187,7 @@ StateBytes stateBytes(const Options &options, const Setting &s) {
   cost::MemoryOptions m = options.memory;
   m.zero = 0;
   b.optimizer = cost::optimizerBytesPerElement(m) / (s.zero >= 1 ? s.dp : 1);
+  b.grad /= s.zero >= 2 ? s.dp : 1;
   return b;
 }
 
@@ -437,7 +438,8 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
         double gradBytes = elements * sb.wire;
         if (n > 1 && p.kind != 'D')
           opt.time += gradBytes * reduceInCopy;
-        opt.time += gradBytes * reduceOverCopies;
+        // ZeRO-2 reduces every micro-batch's gradients, the others once a step.
+        opt.time += gradBytes * reduceOverCopies * (s.zero >= 2 ? micro : 1);
       }
       if (!s.weight.empty()) {
         opt.time *= s.weight[k];

@@ -94,7 +94,8 @@ void printManifest(const proto::RankManifest &m, std::ostream &os) {
                     m.num_outputs(), m.loss_output(), m.loss_scale(),
                     std::max(1, m.loss_replicas()));
   if (m.zero() > 0)
-    os << fmt::format("  zero {}: optimizer states sharded over each reducer's group\n", m.zero());
+    os << fmt::format("  zero {}: optimizer states{} sharded over each reducer's group\n", m.zero(),
+                      m.zero() >= 2 ? " and gradients" : "");
   for (const proto::ProgramInput &in : m.inputs())
     os << fmt::format("input  {}: {} of [{}] batch dim {}\n", in.name(),
                       typeText(in.dtype(), in.shape()), fmt::join(in.full_shape(), ", "),

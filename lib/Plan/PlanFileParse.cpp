@@ -70,10 +70,16 @@ Status PlanFileReader::readTop(const YAML::Node &root) {
     if (!v)
       return v.status();
     if (*v > kMaxZeroStage)
-      return errorAt(n, fmt::format("unsupported zero {}; expected 0 (off) or 1 (optimizer "
-                                    "states sharded over the data-parallel copies)",
+      return errorAt(n, fmt::format("unsupported zero {}; expected 0 (off), 1 (optimizer "
+                                    "states sharded over the data-parallel copies) or 2 "
+                                    "(gradients too)",
                                     *v));
     file_.zero = static_cast<int>(*v);
+    // ZeRO-2 reduces every micro-batch; a pipeline accumulates (Validate.cpp).
+    if (file_.zero >= 2 && !file_.stages.empty())
+      return errorAt(n, "zero 2 with pipeline 'stages': ZeRO-2 reduce-scatters each "
+                        "micro-batch's gradients, a pipeline accumulates them over its "
+                        "schedule; use zero 1");
   }
   if (const YAML::Node n = root["default"])
     NNSC_RETURN_IF_ERROR(readDefault(n));

@@ -28,6 +28,13 @@ Status checkPlanEnvelope(const proto::Plan &plan) {
   if (plan.zero() < 0 || plan.zero() > kMaxZeroStage)
     return errorf("zero is {}; this build implements ZeRO stages 0 to {}", plan.zero(),
                   kMaxZeroStage);
+  // ZeRO-2 reduces every micro-batch's gradients as its backward ends; a
+  // pipeline's accumulate over the schedule (DeepSpeed refuses the pair too).
+  if (plan.zero() >= 2 && !plan.schedule().empty())
+    return errorf("zero 2 with a pipeline ({} schedule): ZeRO-2 reduce-scatters each "
+                  "micro-batch's gradients, a pipeline accumulates them over its schedule; use "
+                  "zero 1 (optimizer states sharded)",
+                  plan.schedule());
   return Status::ok();
 }
 

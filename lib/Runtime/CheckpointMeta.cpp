@@ -97,8 +97,8 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
                       state.scale, state.cleanSteps);
       m.lossScale = state;
     }
-    if (m.zero < 0 || m.zero > 1)
-      return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 or 1", file,
+    if (m.zero < 0 || m.zero > 2)
+      return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 to 2", file,
                     m.zero);
     NNSC_RETURN_IF_ERROR(checkCounts(m, file));
   } catch (const nlohmann::json::exception &ex) {

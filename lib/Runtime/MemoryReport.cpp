@@ -105,7 +105,9 @@ bool zeroShards(const TrainerState &s) { return s.manifest.zero() > 0 && !s.zero
 // into its float32 buckets and keeps its shard); with several they hold the
 // earlier micro-batches'.
 double mainGradBytes(const TrainerState &s) {
-  if (!mixed(s) || (zeroShards(s) && s.config.train.gradAccumulation == 1))
+  // ZeRO-2 reduces every micro-batch into its shard: none form either.
+  if (!mixed(s) ||
+      (zeroShards(s) && (s.config.train.gradAccumulation == 1 || s.manifest.zero() >= 2)))
     return 0;
   return 4 * estimateOf(s).trainable_elements();
 }
@@ -118,10 +120,41 @@ bool bucketViews(const TrainerState &s) {
                      [](const auto &r) { return r->bucketViews(); });
 }
 
+// ZeRO-2 (Reducer.h): the flats of the buckets in flight (kZero2InFlight and
+// the one launching) and the gradients autograd holds until their bucket
+// launches, about one bucket more; a reducer of a single bucket holds its
+// gradients and their copy at once. The shard is the estimate's gradients.
+double zero2InFlightBytes(double reducerBytes, double bucketCap) {
+  return std::min(2 * reducerBytes, double(Reducer::kZero2InFlight + 2) * bucketCap);
+}
+
+bool shardsGradients(const TrainerState &s) {
+  return std::any_of(s.reducers.begin(), s.reducers.end(),
+                     [](const auto &r) { return r->shardsGradients(); });
+}
+
+// The gradients the estimate counts that the rank holds after backward:
+// ZeRO-2's reducers keep only their shards (counted with the buckets).
+double gradBytes(const TrainerState &s) {
+  const double grads = estimateOf(s).grad_bytes();
+  if (!shardsGradients(s) || s.reducers.size() != size_t(s.manifest.reducers_size()))
+    return grads;
+  std::vector<double> bytes = reducerBytes(s.manifest);
+  double all = 0, sharded = 0;
+  for (const proto::Shard &sh : s.manifest.shards())
+    if (sh.trainable())
+      all += shardBytes(sh);
+  for (size_t r = 0; r < s.reducers.size(); ++r)
+    if (s.reducers[r]->shardsGradients())
+      sharded += bytes[r];
+  return all > 0 ? grads * std::max(0.0, 1 - sharded / all) : grads;
+}
+
 // The gradient buckets beyond the gradients they hold, in
 // precision.grad_reduce_dtype (the manifest counts them in the shards'
 // float32): each reducer's gradients (none as views, none where a group of
-// one reduces nothing), and under ZeRO this rank's shard.
+// one reduces nothing), and under ZeRO this rank's shard; under ZeRO-2 the
+// buckets in flight.
 double bucketBytes(const TrainerState &s) {
   const double scale = mixed(s) && s.config.precision.gradReduceDtype != "fp32" ? 0.5 : 1.0;
   if (s.reducers.size() != size_t(s.manifest.reducers_size()))
@@ -133,7 +166,9 @@ double bucketBytes(const TrainerState &s) {
     double shard =
         s.manifest.zero() > 0 ? b / groupSize(s.manifest, s.manifest.reducers(r).group()) : 0;
     const Reducer &reducer = *s.reducers[static_cast<size_t>(r)];
-    if (reducer.reduces())
+    if (reducer.shardsGradients())
+      total += shard + zero2InFlightBytes(b, double(s.manifest.reducers(r).bucket_bytes()));
+    else if (reducer.reduces())
       total += reducer.bucketViews() ? shard : b + shard;
   }
   return total * scale;
@@ -163,6 +198,8 @@ std::string mib(double bytes) { return fmt::format("{:.2f} MiB", bytes / (1024.0
 // "grad buckets B" (copies), or with bucket views what they hold and what
 // they add (ZeRO's shards, a reducer that keeps copies).
 std::string bucketText(const TrainerState &s) {
+  if (shardsGradients(s))
+    return "grad buckets in flight " + mib(bucketBytes(s));
   if (!bucketViews(s))
     return "grad buckets " + mib(bucketBytes(s));
   std::string text =
@@ -174,7 +211,7 @@ std::string bucketText(const TrainerState &s) {
 
 std::string breakdown(const TrainerState &s) {
   const proto::MemoryEstimate &e = estimateOf(s);
-  std::string grads = mib(e.grad_bytes());
+  std::string grads = mib(gradBytes(s));
   if (mixed(s))
     grads = fmt::format("{} + float32 main grads {}", grads, mib(mainGradBytes(s)));
   std::string text = fmt::format("rank 0{}: params {}, grads {}, optimizer {}{}, {}; "
@@ -221,7 +258,7 @@ double estimatedBytes(const TrainerState &s) {
     return 0;
   const proto::MemoryEstimate &e = estimateOf(s);
   double state =
-      e.param_bytes() + e.grad_bytes() + mainGradBytes(s) + optimizerBytes(s) + bucketBytes(s);
+      e.param_bytes() + gradBytes(s) + mainGradBytes(s) + optimizerBytes(s) + bucketBytes(s);
   double backward = e.activation_bytes() + e.transient_bytes() + cpuMaskBytes(s);
   // With more than one bucket the first reduce-scatters run while the
   // backward still holds its activations; with one, after it.

@@ -1,5 +1,7 @@
 #include "nnsc/Runtime/Reducer.h"
 
+#include <utility>
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -86,14 +88,23 @@ void Reducer::setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dty
   if (!scatter_)
     return;
   for (Bucket &b : buckets_) { // ZeRO: the flats and shards in the reduction dtype
-    auto options = at::TensorOptions().dtype(dtype).device(b.flat.device());
-    b.flat = at::zeros({b.zero.padded}, options);
+    auto options = flatOptions(b);
+    if (!shardGrads_)
+      b.flat = at::zeros({b.zero.padded}, options);
     b.shard = at::zeros({b.zero.shardNumel}, options);
   }
 }
 
+void Reducer::shardGradients(bool on) {
+  shardGrads_ = on && scatter_;
+  if (shardGrads_) // ZeRO-2: a flat lives from its launch to its reduce-scatter's end
+    for (Bucket &b : buckets_)
+      b.flat = at::Tensor();
+}
+
 bool Reducer::viewsPossible() const {
-  if (!viewsWanted_ || !reduces())
+  // ZeRO-2 keeps no whole gradients for views to live in.
+  if (!viewsWanted_ || !reduces() || shardGrads_)
     return false;
   if (mainGrads_.empty())
     return true;
@@ -147,6 +158,8 @@ void Reducer::prepare(bool reduce) {
   active_ = reduce && reduces();
   std::fill(armed_.begin(), armed_.end(), active_);
   nextLaunch_ = 0;
+  nextComplete_ = 0;
+  deferred_ = Status::ok();
   std::fill(seen_.begin(), seen_.end(), false);
   for (auto &b : buckets_) {
     b.pending = b.members.size();
@@ -175,6 +188,8 @@ void Reducer::markReady(size_t k) {
   --buckets_[bucketOf_[k]].pending;
   while (nextLaunch_ < buckets_.size() && buckets_[nextLaunch_].pending == 0)
     launch(buckets_[nextLaunch_++]);
+  if (shardGrads_)
+    drainTo(kZero2InFlight);
 }
 
 namespace {
@@ -191,6 +206,8 @@ bool dividesFirst(const at::Tensor &flat, int64_t divisor) {
 } // namespace
 
 void Reducer::launch(Bucket &b) {
+  if (shardGrads_)
+    return launchSharded(b);
   at::NoGradGuard noGrad;
   if (!b.flat.defined())
     b.flat = at::empty({b.numel}, flatOptions(b));
@@ -229,6 +246,66 @@ void Reducer::launch(Bucket &b) {
   b.work = group_->reduceScatter(chunks, b.shard);
 }
 
+// ZeRO-2: the bucket's gradients into a flat of its own, dropped there; its
+// reduce-scatter into the shard, or beside it when the shard holds earlier
+// micro-batches of the step.
+void Reducer::launchSharded(Bucket &b) {
+  at::NoGradGuard noGrad;
+  b.flat = at::empty({b.zero.padded}, flatOptions(b));
+  for (size_t j = 0; j < b.members.size(); ++j) {
+    at::Tensor &p = params_[b.members[j]];
+    at::Tensor slot = b.flat.narrow(0, b.offsets[j], p.numel());
+    if (p.grad().defined())
+      slot.copy_(p.grad().detach().reshape({-1}));
+    else
+      slot.zero_();
+    p.mutable_grad() = at::Tensor();
+    if (mainGrads_.empty())
+      continue;
+    at::Tensor &main = mainGrads_[b.members[j]].mutable_grad();
+    if (main.defined()) // a pipeline's earlier micro-batches, folded in float32
+      slot.add_(main.reshape({-1}));
+    main = at::Tensor();
+  }
+  b.flat.narrow(0, b.numel, b.zero.padded - b.numel).zero_();
+  if (dividesFirst(b.flat, divisor_))
+    b.flat.narrow(0, 0, b.numel).div_(divisor_);
+  if (shardsHold_)
+    b.incoming = at::empty({b.zero.shardNumel}, b.shard.options());
+  std::vector<at::Tensor> chunks = b.flat.split(b.zero.shardNumel);
+  b.work = group_->reduceScatter(chunks, shardsHold_ ? b.incoming : b.shard);
+}
+
+// ZeRO-2: waits for bucket i, divides what arrived and adds it to the shard,
+// and releases the flat. After a failure nothing more is waited for (each
+// wait would take the whole timeout).
+Status Reducer::complete(size_t i) {
+  Bucket &b = buckets_[i];
+  Status st = deferred_.isOk() ? waitBucket(i, "gradient reducer") : deferred_;
+  if (st.isOk()) {
+    at::NoGradGuard noGrad;
+    at::Tensor &got = b.incoming.defined() ? b.incoming : b.shard;
+    if (divisor_ != 1 && !dividesFirst(b.flat, divisor_))
+      got.div_(divisor_);
+    if (b.incoming.defined())
+      b.shard.add_(b.incoming);
+  }
+  b.flat = at::Tensor();
+  b.incoming = at::Tensor();
+  b.work.reset();
+  return st;
+}
+
+// ZeRO-2, inside backward: completes buckets until at most `keep` are in
+// flight; a failure is kept for finish() to report.
+void Reducer::drainTo(size_t keep) {
+  while (nextLaunch_ - nextComplete_ > keep) {
+    Status st = complete(nextComplete_++);
+    if (!st.isOk() && deferred_.isOk())
+      deferred_ = std::move(st);
+  }
+}
+
 Status Reducer::waitBucket(size_t i, const char *what) {
   const Bucket &b = buckets_[i];
   Status st = b.work->wait(timeout_);
@@ -245,13 +322,37 @@ Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
   at::NoGradGuard noGrad;
   const std::vector<at::Tensor> &target = into.empty() ? params_ : into;
   std::vector<at::Tensor> gathered(buckets_.size());
+  // Waits for bucket i's all-gather and writes its members.
+  auto drain = [&](size_t i) -> Status {
+    NNSC_RETURN_IF_ERROR(waitBucket(i, "parameter all-gather"));
+    Bucket &b = buckets_[i];
+    for (size_t j = 0; j < b.members.size(); ++j) {
+      at::Tensor p = target[b.members[j]].detach();
+      p.copy_(gathered[i].narrow(0, b.offsets[j], p.numel()).view(p.sizes()));
+    }
+    // The flat holds the gradients when they are its views: zero again, as
+    // the optimizer left them, for the next backward to accumulate into.
+    if (viewsBound_ && gathered[i].is_alias_of(b.flat))
+      b.flat.zero_();
+    gathered[i] = at::Tensor();
+    b.work.reset();
+    return Status::ok();
+  };
+  // ZeRO-2 has no flats to borrow: a buffer per bucket, at most
+  // kZero2InFlight at once. ZeRO-1 launches every bucket, then waits.
+  const size_t window = shardGrads_ ? kZero2InFlight : buckets_.size();
+  size_t drained = 0;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];
+    for (; drained + window <= i; ++drained)
+      NNSC_RETURN_IF_ERROR(drain(drained));
     at::ScalarType dtype =
         owned.empty() ? params_[b.members[0]].scalar_type() : owned[i].scalar_type();
     // Into the flat's own storage when it is wide enough (the next launch
     // rewrites it), else a buffer of its own.
-    if (b.flat.scalar_type() == dtype)
+    if (!b.flat.defined())
+      gathered[i] = at::empty({b.zero.padded}, b.shard.options().dtype(dtype));
+    else if (b.flat.scalar_type() == dtype)
       gathered[i] = b.flat;
     else if (b.flat.element_size() >= int64_t(c10::elementSize(dtype)))
       gathered[i] = b.flat.view(dtype).narrow(0, 0, b.zero.padded);
@@ -268,19 +369,8 @@ Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
     std::vector<at::Tensor> outputs = gathered[i].split(b.zero.shardNumel);
     b.work = group_->allGather(own, outputs);
   }
-  for (size_t i = 0; i < buckets_.size(); ++i) {
-    NNSC_RETURN_IF_ERROR(waitBucket(i, "parameter all-gather"));
-    Bucket &b = buckets_[i];
-    for (size_t j = 0; j < b.members.size(); ++j) {
-      at::Tensor p = target[b.members[j]].detach();
-      p.copy_(gathered[i].narrow(0, b.offsets[j], p.numel()).view(p.sizes()));
-    }
-    // The flat holds the gradients when they are its views: zero again, as
-    // the optimizer left them, for the next backward to accumulate into.
-    if (viewsBound_ && gathered[i].is_alias_of(b.flat))
-      b.flat.zero_();
-    b.work.reset();
-  }
+  for (; drained < buckets_.size(); ++drained)
+    NNSC_RETURN_IF_ERROR(drain(drained));
   return Status::ok();
 }
 
@@ -291,6 +381,14 @@ Status Reducer::finish() {
     launch(buckets_[nextLaunch_++]);
   active_ = false;
   std::fill(armed_.begin(), armed_.end(), false);
+  if (shardGrads_) {
+    drainTo(0);
+    Status st = std::exchange(deferred_, Status::ok());
+    if (!st.isOk())
+      return st;
+    shardsHold_ = true; // the next micro-batch of the step adds to it
+    return Status::ok();
+  }
   at::NoGradGuard noGrad;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];

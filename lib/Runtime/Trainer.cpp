@@ -143,7 +143,9 @@ Expected<LossSum> pipelineStep(TrainerState &s, int64_t step) {
 }
 
 // Every micro-batch's forward and backward in turn, the reducers armed for
-// the last backward (they overlap it). Returns the sum of the loss shares.
+// the last backward (they overlap it); under ZeRO-2 for every backward, each
+// completed before the next forward (the gradients sum in the shards).
+// Returns the sum of the loss shares.
 Expected<LossSum> microBatchesStep(TrainerState &s, int64_t step) {
   const int64_t accum = s.config.train.gradAccumulation;
   LossSum lossSum;
@@ -151,7 +153,7 @@ Expected<LossSum> microBatchesStep(TrainerState &s, int64_t step) {
     if (s.precision && micro > 0)
       s.precision->foldGrads(); // accumulate over micro-batches in float32
     for (auto &r : s.reducers)
-      r->prepare(micro == accum - 1);
+      r->prepare(micro == accum - 1 || r->shardsGradients());
     NNSC_RETURN_IF_ERROR(syncBuffersBeforeForward(s));
     setRngForward(step * accum + micro);
     Expected<at::Tensor> loss = at::Tensor();
@@ -169,6 +171,10 @@ Expected<LossSum> microBatchesStep(TrainerState &s, int64_t step) {
     // After backward: batch_norm saved its running statistics for it, and
     // an in-place average before would fail autograd's version check.
     NNSC_RETURN_IF_ERROR(syncBuffersAfterForward(s));
+    if (micro < accum - 1) // the last one's: trainStep, after the loop
+      for (auto &r : s.reducers)
+        if (r->shardsGradients())
+          NNSC_RETURN_IF_ERROR(r->finish());
   }
   return lossSum;
 }
@@ -443,8 +449,9 @@ void printBanner(const TrainerState &s, std::ostream &out) {
                      withThousands(double(params)), s.comm->world().name())
       << std::endl;
   if (!s.zero.empty())
-    out << fmt::format("nnsc-run: ZeRO-1: the optimizer states of {} gradient reducer(s) are "
+    out << fmt::format("nnsc-run: ZeRO-{}: the optimizer states{} of {} gradient reducer(s) are "
                        "sharded over their groups",
+                       s.manifest.zero(), s.manifest.zero() >= 2 ? " and gradients" : "",
                        s.zero.size())
         << std::endl;
   if (s.config.precision.tf32 == "true")

@@ -53,8 +53,10 @@ Status checkCompatible(const TrainerState &s, const CheckpointMeta &m, const std
     return errorf("{}: error: checkpoint was written by {} ranks ({} data-parallel); this job "
                   "has {} ({})",
                   dir, m.worldSize, m.dpSize, s.env.worldSize, s.layout.dpSize);
+  // ZeRO-1 and ZeRO-2 keep the same pieces of the optimizer states (the
+  // gradients are not saved): either resumes the other.
   int zero = s.zero.empty() ? 0 : s.manifest.zero();
-  if (m.zero != zero)
+  if ((m.zero > 0) != (zero > 0))
     return errorf("{}: error: checkpoint was written with ZeRO stage {}; this job runs stage {}: "
                   "merge it (nnsc-merge-ckpt) and resume from the merged file",
                   dir, m.zero, zero);

@@ -187,7 +187,8 @@ Status buildReducers(TrainerState &s) {
       params.push_back(s.shards[it->second]);
       names.push_back(n);
     }
-    // ZeRO-1 shards the optimizer states over the ranks holding these shards.
+    // ZeRO-1 shards the optimizer states over the ranks holding these shards,
+    // ZeRO-2 the gradients too.
     bool scatter = s.manifest.zero() >= 1 && group->size() > 1;
     std::vector<at::Tensor> masters;
     for (const auto &n : spec.shards())
@@ -198,6 +199,7 @@ Status buildReducers(TrainerState &s) {
                                                    scatter));
     if (s.precision)
       s.reducers.back()->setMainGrads(std::move(masters), s.precision->reduceDtype());
+    s.reducers.back()->shardGradients(s.manifest.zero() >= 2);
     s.reducers.back()->useBucketViews(s.config.dataParallel.bucketView == "true");
   }
   return Status::ok();

@@ -200,6 +200,7 @@ void ZeroOptimizer::loadMaster(const std::string &local, const at::Tensor &value
 }
 
 void ZeroOptimizer::zeroGrad() {
+  reducer_.clearGradShards(); // ZeRO-2: the next step's micro-batches sum afresh
   for (auto &p : params_) {
     at::Tensor g = p.param.mutable_grad();
     if (g.defined())

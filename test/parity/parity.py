@@ -34,7 +34,7 @@ Prints a table and `parity: N passed, 0 failed` on success.
 --zero 1 plans with nnsc-plan --zero 1 (ZeRO-1: optimizer states sharded over the
 data-parallel copies). --check-resume resumes the run from its step-10 checkpoint
 and demands the same losses and merged state bit for bit. --resume-under PLAN
-(repeatable; PLAN is dpD, tpT, tpT-dpD, each optionally -zero1) merges the step-10
+(repeatable; PLAN is dpD, tpT, tpT-dpD, each optionally -zero1 or -zero2) merges the step-10
 checkpoint with nnsc-merge-ckpt, generates the program of that other plan and
 resumes it from the merged file (checkpoint.resume: merged.pt), with the gradient
 accumulation that keeps the global batch; steps 11.. must match the uninterrupted
@@ -462,9 +462,11 @@ def main():
                     help="also resume the run from its step-10 checkpoint and require the same "
                          "losses and merged state, bit for bit")
     ap.add_argument("--zero", type=int, default=0, help="nnsc-plan --zero (ZeRO stage)")
+    ap.add_argument("--bucket-mb", type=float, default=0,
+                    help="nnsc-codegen --bucket-mb (gradient bucket size; 0: its default)")
     ap.add_argument("--resume-under", action="append", default=[], metavar="PLAN",
                     help="also resume the step-10 checkpoint, merged, under PLAN (dp2, tp2, "
-                         "tp2-dp2, ...-zero1) and compare with the uninterrupted run")
+                         "tp2-dp2, ...-zero1, ...-zero2) and compare with the uninterrupted run")
     ap.add_argument("--f64-judge", action="store_true",
                     help="with --f64-floor: a weight beyond the tolerance passes when nnsc is at "
                          "least as close to the float64 result as float32 PyTorch")
@@ -561,7 +563,8 @@ def main():
     if args.policy == "autodist":
         plan += ["--print"]  # the search's report in the test's log
     run(plan)
-    run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{work}/plan.pb", "-o", f"{work}/program"])
+    run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{work}/plan.pb", "-o", f"{work}/program"]
+        + (["--bucket-mb", str(args.bucket_mb)] if args.bucket_mb else []))
     write_config(f"{work}/train.yaml", args, f"{work}/program", data, f"{work}/run")
     run([f"{b}/nnsc-run", f"{work}/train.yaml", "--nproc-per-node", str(ngpus)])
     run([f"{b}/nnsc-merge-ckpt", f"{work}/run", "-o", f"{work}/merged.pt"])
@@ -657,7 +660,7 @@ def check_resume_under(args, work, b, spec):
     import re
     m = re.fullmatch(r"(dp|tp)(\d+)(?:-dp(\d+))?(?:-zero(\d))?", spec)
     if not m:
-        sys.exit(f"parity.py: bad --resume-under '{spec}'; expected dpD, tpT or tpT-dpD, optionally -zero1")
+        sys.exit(f"parity.py: bad --resume-under '{spec}'; expected dpD, tpT or tpT-dpD, optionally -zero1 or -zero2")
     tp = int(m.group(2)) if m.group(1) == "tp" else 1
     dp = int(m.group(2)) if m.group(1) == "dp" else int(m.group(3) or 1)
     zero = int(m.group(4) or 0)

@@ -28,8 +28,9 @@ constexpr uint32_t kPlanFormatVersion = 1;
 constexpr int kMaxRuntimeNgpus = 1 << 17;
 constexpr int kMaxPlanNgpus = 4096;
 constexpr int kMaxMicroBatches = 1 << 20;
-/// The highest ZeRO stage nnsc-run implements (1: optimizer states sharded).
-constexpr int kMaxZeroStage = 1;
+/// The highest ZeRO stage nnsc-run implements (1: optimizer states sharded,
+/// 2: gradients too).
+constexpr int kMaxZeroStage = 2;
 
 /// What a policy is asked to do.
 struct PlanOptions {

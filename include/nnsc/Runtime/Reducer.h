@@ -23,6 +23,16 @@
 /// its range of the summed gradient, gradShard(bucket), and the parameters'
 /// .grad keep their local (unreduced) values. After the optimizer updated the
 /// owned elements, gatherParams() all-gathers every bucket's parameters.
+///
+/// ZeRO-2 (shardGradients) also shards the gradients, as DeepSpeed's stage 2
+/// does: every backward reduces, a bucket's gradients are copied into a flat
+/// of its own at the launch and dropped there (the parameters' and masters'
+/// .grad become undefined), the flat is released as soon as its
+/// reduce-scatter is done (at most kZero2InFlight buckets in flight, waited
+/// for in the backward that launches the next ones), and the received range
+/// is added to gradShard(), which sums the step's micro-batches until the
+/// optimizer clears it (clearGradShards). So a rank holds its range of the
+/// gradients plus the few buckets on the wire, instead of all of them.
 
 #include <chrono>
 #include <cstdint>
@@ -64,6 +74,14 @@ public:
   /// the float32 gradients only: under ZeRO their values are sharded
   /// (ZeroOptimizer) and may be released. Call before the first backward.
   void setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dtype);
+
+  /// ZeRO-2 (above); needs `scatter`. Call before the first backward.
+  void shardGradients(bool on);
+  bool shardsGradients() const { return shardGrads_; }
+  /// ZeRO-2: the step's gradient shards restart from zero (after the update).
+  void clearGradShards() { shardsHold_ = false; }
+  /// ZeRO-2: buckets whose reduce-scatter may be under way at once.
+  static constexpr size_t kZero2InFlight = 2;
 
   /// Gradients as views of the buckets (above), from the next prepare() on;
   /// call before the first backward. Mixed precision keeps its copies when
@@ -130,6 +148,7 @@ private:
     size_t pending = 0;
     at::Tensor flat;  ///< numel elements; ZeRO: zero.padded
     at::Tensor shard; ///< ZeRO: this rank's range of the reduced flat
+    at::Tensor incoming; ///< ZeRO-2: a later micro-batch's range, added to shard
     ZeroBucketLayout zero;
     WorkPtr work;
   };
@@ -139,6 +158,9 @@ private:
   void installHooks();
   void markReady(size_t param);
   void launch(Bucket &b);
+  void launchSharded(Bucket &b);
+  Status complete(size_t i);
+  void drainTo(size_t keep);
   void bindViews();
   at::TensorOptions flatOptions(const Bucket &b) const;
   /// The tensor whose .grad holds params_[k]'s reduced gradient: the param,
@@ -163,6 +185,10 @@ private:
   bool active_ = false; ///< a reduction is under way: finish() completes it
   bool viewsWanted_ = false;
   bool viewsBound_ = false;
+  bool shardGrads_ = false; ///< ZeRO-2
+  bool shardsHold_ = false; ///< ZeRO-2: gradShard() holds this step's earlier micro-batches
+  size_t nextComplete_ = 0; ///< ZeRO-2: buckets before this one are reduced and released
+  Status deferred_;         ///< ZeRO-2: the first failure of a wait inside backward
 };
 
 } // namespace nnsc::rt

@@ -1,7 +1,8 @@
 // The gradient reducer on 2 ranks (SpawnWorkers.h): buckets launch from the
 // gradient hooks during backward, not at all before the last micro-batch,
-// unused parameters count as zeros, and the result is the rank average; and
-// ZeRO-1's optimizer over a scattering reducer with optimizer.fused.
+// unused parameters count as zeros, and the result is the rank average;
+// ZeRO-1's optimizer over a scattering reducer with optimizer.fused; bucket
+// views; and ZeRO-2's sharded gradients against ZeRO-1's.
 #include "CommTestUtil.h" // first: see there
 
 #include <set>
@@ -231,7 +232,7 @@ struct Side {
   std::vector<at::Tensor> ps, masters;
   std::unique_ptr<Reducer> reducer;
 
-  Side(CommWorld &world, bool views, bool mixed, bool scatter) {
+  Side(CommWorld &world, bool views, bool mixed, bool scatter, bool zero2 = false) {
     const at::ScalarType dtype = mixed ? at::kBFloat16 : at::kFloat;
     for (auto shape : {std::vector<int64_t>{3}, std::vector<int64_t>{2}, std::vector<int64_t>{4, 4},
                        std::vector<int64_t>{5}}) {
@@ -247,11 +248,13 @@ struct Side {
     if (mixed)
       reducer->setMainGrads(masters, at::kFloat);
     reducer->useBucketViews(views);
+    reducer->shardGradients(zero2);
   }
   at::Tensor &holder(size_t i) { return reducer->hasMainGrads() ? masters[i] : ps[i]; }
 
   // One step of two micro-batches on rank r (ps[0] stays unused); mixed
   // precision folds the first into the masters' grads as the trainer does.
+  // ZeRO-2 reduces both, the first completed before the second's backward.
   void step(int r, int step) {
     for (int micro = 0; micro < 2; ++micro) {
       if (reducer->hasMainGrads() && micro > 0)
@@ -264,11 +267,13 @@ struct Side {
               main = ps[i].grad().to(at::kFloat);
             ps[i].mutable_grad() = at::Tensor();
           }
-      reducer->prepare(micro == 1);
+      reducer->prepare(micro == 1 || reducer->shardsGradients());
       at::Tensor loss = at::zeros({});
       for (size_t i = 1; i < ps.size(); ++i)
         loss = loss + (ps[i].to(at::kFloat) * weight(r, 2 * step + micro, ps[i].sizes())).sum();
       loss.backward();
+      if (micro == 0 && reducer->shardsGradients())
+        NNSC_REQUIRE_OK(reducer->finish());
     }
   }
   // As the optimizers' zeroGrad: in place.
@@ -346,4 +351,67 @@ TEST_CASE("reducer worker: bucket views", "[.worker]") {
 
 TEST_CASE("reducer keeps the gradients in its buckets, as copies would", "[runtime][reducer]") {
   runOnTwoRanks("reducer worker: bucket views");
+}
+
+// ZeRO-2 (Reducer::shardGradients) against ZeRO-1 over two steps of two
+// micro-batches, float32 and mixed precision: the same reduced shards (the
+// gradients are half-integers, so reducing each micro-batch and summing the
+// shards adds exactly what summing first does), no gradient left on any
+// parameter or master after a backward (dropped as their bucket launched),
+// more buckets than ZeRO-2 keeps in flight (so backward itself waits for the
+// oldest), and the windowed parameter all-gather writing what ZeRO-1's does.
+TEST_CASE("reducer worker: ZeRO-2", "[.worker]") {
+  if (!test::isWorker())
+    return;
+  std::unique_ptr<CommWorld> world = joinWithGroupOfAll();
+  int r = world->rank();
+  for (bool mixed : {false, true}) {
+    CAPTURE(mixed);
+    Side two(*world, true, mixed, /*scatter=*/true, /*zero2=*/true);
+    Side one(*world, true, mixed, /*scatter=*/true);
+    REQUIRE(two.reducer->shardsGradients());
+    CHECK_FALSE(one.reducer->shardsGradients());
+    CHECK_FALSE(two.reducer->viewsPossible()); // no whole gradients to be views of
+    const size_t buckets = two.reducer->numBuckets();
+    REQUIRE(buckets == (mixed ? 2 : 3));
+    static_assert(Reducer::kZero2InFlight == 2, "float32's 3 buckets: one wait inside backward");
+    for (int step = 0; step < 2; ++step) {
+      CAPTURE(step);
+      two.step(r, step);
+      one.step(r, step);
+      NNSC_REQUIRE_OK(two.reducer->finish());
+      NNSC_REQUIRE_OK(one.reducer->finish());
+      for (size_t i = 0; i < two.ps.size(); ++i) {
+        CAPTURE(i);
+        CHECK_FALSE(two.ps[i].grad().defined());
+        CHECK_FALSE(two.masters[i].grad().defined());
+      }
+      float magnitude = 0; // not all zero: the comparison has something to compare
+      for (size_t b = 0; b < buckets; ++b) {
+        CAPTURE(b);
+        CHECK(two.reducer->gradShard(b).scalar_type() == at::kFloat);
+        CHECK(at::equal(two.reducer->gradShard(b), one.reducer->gradShard(b)));
+        magnitude += two.reducer->gradShard(b).abs().sum().item<float>();
+      }
+      CHECK(magnitude > 0);
+      // Each rank's shard written back as the parameters' values.
+      std::vector<at::Tensor> ownedTwo, ownedOne;
+      for (size_t b = 0; b < buckets; ++b) {
+        ownedTwo.push_back(two.reducer->gradShard(b).to(two.ps[0].scalar_type()));
+        ownedOne.push_back(one.reducer->gradShard(b).to(one.ps[0].scalar_type()));
+      }
+      NNSC_REQUIRE_OK(two.reducer->gatherParams(ownedTwo));
+      NNSC_REQUIRE_OK(one.reducer->gatherParams(ownedOne));
+      for (size_t i = 0; i < two.ps.size(); ++i)
+        CHECK(at::equal(two.ps[i], one.ps[i]));
+      two.reducer->clearGradShards(); // as ZeroOptimizer::zeroGrad after the update
+      one.zeroGrads();
+    }
+  }
+  NNSC_REQUIRE_OK(world->world().barrier()->wait());
+}
+
+TEST_CASE("ZeRO-2 reduces every micro-batch into the shards and keeps no gradients",
+          "[runtime][reducer]") {
+  runOnTwoRanks("reducer worker: ZeRO-2");
 }
