@@ -48,6 +48,24 @@ def write_config(path, program, run_dir, vocab, steps, precision="fp32"):
                 f"precision: {{mode: {precision}}}\n")
 
 
+def train_measured(b, cfg, run_dir, dp, extra, who="bench"):
+    """nnsc-run `cfg` on dp CPU processes with `extra` arguments; returns rank 0's measured
+    peak and plan estimate (bytes), the rows of its metrics.jsonl and the estimate's parts as
+    nnsc-run printed them."""
+    import re
+    MIB = 2.0**20
+    log = sh([f"{b}/nnsc-run", cfg, "--nproc-per-node", str(dp)] + extra, who)
+    mem = re.search(r"peak memory per rank \([^)]*\): measured ([0-9.]+) MiB[^;]*; "
+                    r"plan estimate ([0-9.]+) MiB", log)
+    parts = re.search(r"estimate of rank 0[^:]*: (.*)", log)
+    if not mem:
+        sys.exit(f"{who}: nnsc-run printed no memory line:\n{log}")
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    return (float(mem.group(1)) * MIB, float(mem.group(2)) * MIB, rows,
+            parts.group(1) if parts else "")
+
+
 def metrics_medians(run_dir, warmup, keys=("step_s",)):
     """The median of each of `keys` over nnsc-run's metrics.jsonl in run_dir, the first `warmup`
     steps left out."""

@@ -13,8 +13,6 @@ same order). The expected saving is one set of gradients (float32; bf16: the flo
 grads, since views only hold those).
 """
 import argparse
-import json
-import re
 import sys
 
 import benchlib
@@ -30,17 +28,8 @@ def sh(cmd):
 def run(d, b, tag, dp, view, steps, vocab, precision):
     cfg, run_dir = f"{d}/{tag}-{view}.yaml", f"{d}/{tag}-{view}-run"
     benchlib.write_config(cfg, f"{d}/{tag}", run_dir, vocab, steps, precision)
-    log = sh([f"{b}/nnsc-run", cfg, "--nproc-per-node", str(dp),
-              f"--data_parallel.bucket_view={view}"])
-    mem = re.search(r"peak memory per rank \([^)]*\): measured ([0-9.]+) MiB[^;]*; "
-                    r"plan estimate ([0-9.]+) MiB", log)
-    parts = re.search(r"estimate of rank 0[^:]*: (.*)", log)
-    if not mem:
-        sys.exit(f"bucket_view: nnsc-run printed no memory line:\n{log}")
-    with open(f"{run_dir}/metrics.jsonl") as f:
-        rows = [json.loads(line) for line in f]
-    return (float(mem.group(1)) * MIB, float(mem.group(2)) * MIB, rows,
-            parts.group(1) if parts else "")
+    return benchlib.train_measured(b, cfg, run_dir, dp, [f"--data_parallel.bucket_view={view}"],
+                                   "bucket_view")
 
 
 def main():

@@ -15,8 +15,6 @@ losses and grad norms are apart: with one micro-batch the same sums in the same 
 with several ZeRO-2 reduces each and sums the reduced ones (rounding apart).
 """
 import argparse
-import json
-import re
 import sys
 
 import benchlib
@@ -32,17 +30,8 @@ def sh(cmd):
 def run(d, b, tag, dp, accum, steps, vocab, precision):
     cfg, run_dir = f"{d}/{tag}-{precision}.yaml", f"{d}/{tag}-{precision}-run"
     benchlib.write_config(cfg, f"{d}/{tag}", run_dir, vocab, steps, precision)
-    log = sh([f"{b}/nnsc-run", cfg, "--nproc-per-node", str(dp),
-              f"--train.grad_accumulation={accum}"])
-    mem = re.search(r"peak memory per rank \([^)]*\): measured ([0-9.]+) MiB[^;]*; "
-                    r"plan estimate ([0-9.]+) MiB", log)
-    parts = re.search(r"estimate of rank 0[^:]*: (.*)", log)
-    if not mem:
-        sys.exit(f"zero2: nnsc-run printed no memory line:\n{log}")
-    with open(f"{run_dir}/metrics.jsonl") as f:
-        rows = [json.loads(line) for line in f]
-    return (float(mem.group(1)) * MIB, float(mem.group(2)) * MIB, rows,
-            parts.group(1) if parts else "")
+    return benchlib.train_measured(b, cfg, run_dir, dp, [f"--train.grad_accumulation={accum}"],
+                                   "zero2")
 
 
 def main():

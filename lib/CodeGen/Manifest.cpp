@@ -135,12 +135,11 @@ int64_t dtypeBytes(proto::DType t) {
   return ir::dtypeSize(static_cast<ir::DType>(static_cast<int>(t)));
 }
 
-// Bytes of the reducers' flat buckets (Reducer.cpp): every reduced gradient
-// once; under ZeRO each bucket is padded to the group size and the rank
-// keeps its shard of it besides; under ZeRO-2 the shard is the gradients,
-// and the buckets are only those in flight (about four, MemoryReport.cpp).
-// Copies: the runtime's bucket views take the gradients' place (its report
-// says so).
+// Bytes of the reducers' flat buckets (Reducer.cpp), as copies of the
+// gradients: every reduced gradient once; under ZeRO each bucket is padded
+// to the group size and the rank keeps its shard of it besides; under ZeRO-2
+// only the shard and the buckets in flight (about four a reducer,
+// MemoryReport.cpp). nnsc-run's report counts what they add to the gradients.
 double reducerBucketBytes(const proto::RankManifest &m) {
   std::vector<double> perReducer(static_cast<size_t>(m.reducers_size()), 0.0);
   for (const proto::Shard &s : m.shards()) {
@@ -159,7 +158,8 @@ double reducerBucketBytes(const proto::RankManifest &m) {
       if (g.id() == m.reducers(r).group())
         groupSize = std::max(1, g.ranks_size());
     if (m.zero() >= 2 && groupSize > 1)
-      total += std::min(2 * bytes, 4.0 * static_cast<double>(m.reducers(r).bucket_bytes()));
+      total += bytes / groupSize +
+               std::min(2 * bytes, 4.0 * static_cast<double>(m.reducers(r).bucket_bytes()));
     else
       total += m.zero() > 0 ? bytes * (1.0 + 1.0 / groupSize) : bytes;
   }

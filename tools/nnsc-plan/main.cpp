@@ -1,9 +1,9 @@
 // nnsc-plan: graph.pb → plan.pb (how each node is split and placed).
 //   nnsc-plan GRAPH.pb --policy dp|tp|data|hybrid|file --runtime-ngpus N
-//             [--plan-ngpus T] [--plan-file PLAN.yaml] [--seed S] [--zero 0|1]
+//             [--plan-ngpus T] [--plan-file PLAN.yaml] [--seed S] [--zero 0|1|2]
 //             [--recompute-modules CLASS,...] -o plan.pb [--print]
 //   nnsc-plan GRAPH.pb --policy autodist --runtime-ngpus N [--plan-ngpus T|auto]
-//             (--device D|--cluster C) [--mem-limit 60GiB] [--zero auto|0|1]
+//             (--device D|--cluster C) [--mem-limit 60GiB] [--zero auto|0|1|2]
 //             [--recompute auto|none|CLASS,...] -o plan.pb [--print]
 //   nnsc-plan --print plan.pb [--graph GRAPH.pb]
 // Cost model (docs/cost-model.md): [--cluster C.yaml | --device D.yaml [--comm T.yaml]
@@ -144,9 +144,9 @@ static int toolMain(int argc, char **argv) {
                                    "(Block,LlamaDecoderLayer)")
                         ->delimiter(',');
   auto *zero = app.add_option("--zero", zeroText,
-                              "ZeRO stage over the data-parallel copies: 0 (off) or 1 (optimizer "
-                              "states sharded; docs/zero.md); autodist: auto (the default) picks 1 "
-                              "only where memory needs it");
+                              "ZeRO stage over the data-parallel copies: 0 (off), 1 (optimizer "
+                              "states sharded) or 2 (gradients too; docs/zero.md); autodist: auto "
+                              "(the default) picks 1, then 2, only where memory needs it");
   app.add_option("--recompute", recomputeText,
                  "autodist: auto (the default: the fewest repeated blocks that make the plan fit), "
                  "none, or module classes (Block,LlamaDecoderLayer)");
