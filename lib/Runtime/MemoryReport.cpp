@@ -160,18 +160,23 @@ double bucketBytes(const TrainerState &s) {
   if (s.reducers.size() != size_t(s.manifest.reducers_size()))
     return estimateOf(s).comm_bytes() * scale;
   std::vector<double> bytes = reducerBytes(s.manifest);
-  double total = 0;
+  double total = 0, float32Shards = 0;
   for (int r = 0; r < s.manifest.reducers_size(); ++r) {
     double b = bytes[static_cast<size_t>(r)];
     double shard =
         s.manifest.zero() > 0 ? b / groupSize(s.manifest, s.manifest.reducers(r).group()) : 0;
     const Reducer &reducer = *s.reducers[static_cast<size_t>(r)];
-    if (reducer.shardsGradients())
-      total += shard + zero2InFlightBytes(b, double(s.manifest.reducers(r).bucket_bytes()));
-    else if (reducer.reduces())
+    if (reducer.shardsGradients()) {
+      // Its shards are float32 whatever the reduction's dtype; bucket_bytes
+      // counts the parameters' bytes, 16-bit ones under mixed precision.
+      float32Shards += shard;
+      double cap = double(s.manifest.reducers(r).bucket_bytes()) * (mixed(s) ? 2 : 1);
+      total += zero2InFlightBytes(b, cap);
+    } else if (reducer.reduces()) {
       total += reducer.bucketViews() ? shard : b + shard;
+    }
   }
-  return total * scale;
+  return total * scale + float32Shards;
 }
 
 // LibTorch's CPU dropout keeps its mask as a tensor of the input's dtype

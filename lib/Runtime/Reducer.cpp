@@ -12,13 +12,14 @@ namespace nnsc::rt {
 
 Reducer::Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
                  std::vector<std::string> names, int64_t bucketBytes, bool average,
-                 std::chrono::milliseconds timeout, int64_t divisor, bool scatter)
+                 std::chrono::milliseconds timeout, int64_t divisor, bool scatter, bool shardGrads)
     : group_(std::move(group)), params_(std::move(params)), names_(std::move(names)),
       divisor_(divisor > 0 ? divisor
                : average   ? group_->size()
                            : 1),
-      timeout_(timeout), scatter_(scatter), bucketOf_(params_.size()),
-      seen_(params_.size(), false), armed_(params_.size(), false) {
+      timeout_(timeout), scatter_(scatter), bucketOf_(params_.size()), seen_(params_.size(), false),
+      armed_(params_.size(), false) {
+  shardGrads_ = shardGrads && scatter_;
   buildBuckets(bucketBytes > 0 ? bucketBytes : int64_t(25) << 20);
   if (scatter_)
     partitionBuckets();
@@ -54,7 +55,8 @@ void Reducer::buildBuckets(int64_t bucketBytes) {
 }
 
 // ZeRO: the flat buffers are allocated up front (each launch rewrites the
-// members' elements and zeroes the padding) and the shards beside them.
+// members' elements and zeroes the padding) and the shards beside them;
+// ZeRO-2 allocates a flat at each launch instead.
 void Reducer::partitionBuckets() {
   for (Bucket &b : buckets_) {
     std::vector<int64_t> numels;
@@ -62,7 +64,8 @@ void Reducer::partitionBuckets() {
       numels.push_back(params_[m].numel());
     b.zero = partitionBucket(numels, group_->size(), group_->rank());
     auto options = params_[b.members[0]].options().requires_grad(false);
-    b.flat = at::zeros({b.zero.padded}, options);
+    if (!shardGrads_)
+      b.flat = at::zeros({b.zero.padded}, options);
     b.shard = at::zeros({b.zero.shardNumel}, options);
   }
 }
@@ -87,19 +90,14 @@ void Reducer::setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dty
   flatDtype_ = dtype;
   if (!scatter_)
     return;
-  for (Bucket &b : buckets_) { // ZeRO: the flats and shards in the reduction dtype
+  // ZeRO: the flats and shards in the reduction dtype; ZeRO-2's shards sum
+  // the micro-batches in float32 whatever it is, as float32 main grads would.
+  for (Bucket &b : buckets_) {
     auto options = flatOptions(b);
     if (!shardGrads_)
       b.flat = at::zeros({b.zero.padded}, options);
-    b.shard = at::zeros({b.zero.shardNumel}, options);
+    b.shard = at::zeros({b.zero.shardNumel}, shardGrads_ ? options.dtype(at::kFloat) : options);
   }
-}
-
-void Reducer::shardGradients(bool on) {
-  shardGrads_ = on && scatter_;
-  if (shardGrads_) // ZeRO-2: a flat lives from its launch to its reduce-scatter's end
-    for (Bucket &b : buckets_)
-      b.flat = at::Tensor();
 }
 
 bool Reducer::viewsPossible() const {
@@ -267,29 +265,37 @@ void Reducer::launchSharded(Bucket &b) {
       slot.add_(main.reshape({-1}));
     main = at::Tensor();
   }
+  if (!deferred_.isOk()) { // a wait failed: nothing more goes on the wire
+    b.work = Work::finished(deferred_);
+    return;
+  }
   b.flat.narrow(0, b.numel, b.zero.padded - b.numel).zero_();
   if (dividesFirst(b.flat, divisor_))
     b.flat.narrow(0, 0, b.numel).div_(divisor_);
-  if (shardsHold_)
-    b.incoming = at::empty({b.zero.shardNumel}, b.shard.options());
+  // Straight into the shard when it is empty and of the flat's dtype.
+  if (shardsHold_ || b.shard.scalar_type() != b.flat.scalar_type())
+    b.incoming = at::empty({b.zero.shardNumel}, b.flat.options());
   std::vector<at::Tensor> chunks = b.flat.split(b.zero.shardNumel);
-  b.work = group_->reduceScatter(chunks, shardsHold_ ? b.incoming : b.shard);
+  b.work = group_->reduceScatter(chunks, b.incoming.defined() ? b.incoming : b.shard);
 }
 
-// ZeRO-2: waits for bucket i, divides what arrived and adds it to the shard,
-// and releases the flat. After a failure nothing more is waited for (each
-// wait would take the whole timeout).
+// ZeRO-2: waits for bucket i, divides what arrived and adds it to the shard
+// (or writes it there, the step's first), and releases the flat. After a
+// failure nothing more is waited for (each wait would take the whole
+// timeout), and the buffers stay: the device may still be reading them.
 Status Reducer::complete(size_t i) {
   Bucket &b = buckets_[i];
   Status st = deferred_.isOk() ? waitBucket(i, "gradient reducer") : deferred_;
-  if (st.isOk()) {
-    at::NoGradGuard noGrad;
-    at::Tensor &got = b.incoming.defined() ? b.incoming : b.shard;
-    if (divisor_ != 1 && !dividesFirst(b.flat, divisor_))
-      got.div_(divisor_);
-    if (b.incoming.defined())
-      b.shard.add_(b.incoming);
-  }
+  if (!st.isOk())
+    return st;
+  at::NoGradGuard noGrad;
+  at::Tensor &got = b.incoming.defined() ? b.incoming : b.shard;
+  if (divisor_ != 1 && !dividesFirst(b.flat, divisor_))
+    got.div_(divisor_);
+  if (b.incoming.defined() && shardsHold_)
+    b.shard.add_(b.incoming);
+  else if (b.incoming.defined())
+    b.shard.copy_(b.incoming);
   b.flat = at::Tensor();
   b.incoming = at::Tensor();
   b.work.reset();
@@ -377,8 +383,11 @@ Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
 Status Reducer::finish() {
   if (!active_)
     return Status::ok();
-  while (nextLaunch_ < buckets_.size())
+  while (nextLaunch_ < buckets_.size()) {
     launch(buckets_[nextLaunch_++]);
+    if (shardGrads_) // buckets whose gradients never came: still two at a time
+      drainTo(kZero2InFlight);
+  }
   active_ = false;
   std::fill(armed_.begin(), armed_.end(), false);
   if (shardGrads_) {

@@ -195,11 +195,10 @@ Status buildReducers(TrainerState &s) {
       if (s.precision)
         masters.push_back(s.precision->master(size_t(shardIndex[n])));
     s.reducers.push_back(std::make_unique<Reducer>(group, params, names, spec.bucket_bytes(),
-                                                   spec.average(), timeout, spec.divisor(),
-                                                   scatter));
+                                                   spec.average(), timeout, spec.divisor(), scatter,
+                                                   s.manifest.zero() >= 2));
     if (s.precision)
       s.reducers.back()->setMainGrads(std::move(masters), s.precision->reduceDtype());
-    s.reducers.back()->shardGradients(s.manifest.zero() >= 2);
     s.reducers.back()->useBucketViews(s.config.dataParallel.bucketView == "true");
   }
   return Status::ok();

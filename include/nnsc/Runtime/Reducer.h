@@ -24,15 +24,17 @@
 /// .grad keep their local (unreduced) values. After the optimizer updated the
 /// owned elements, gatherParams() all-gathers every bucket's parameters.
 ///
-/// ZeRO-2 (shardGradients) also shards the gradients, as DeepSpeed's stage 2
+/// ZeRO-2 (`shardGrads`) also shards the gradients, as DeepSpeed's stage 2
 /// does: every backward reduces, a bucket's gradients are copied into a flat
 /// of its own at the launch and dropped there (the parameters' and masters'
 /// .grad become undefined), the flat is released as soon as its
 /// reduce-scatter is done (at most kZero2InFlight buckets in flight, waited
 /// for in the backward that launches the next ones), and the received range
 /// is added to gradShard(), which sums the step's micro-batches until the
-/// optimizer clears it (clearGradShards). So a rank holds its range of the
-/// gradients plus the few buckets on the wire, instead of all of them.
+/// optimizer clears it (clearGradShards), in float32 under mixed precision
+/// whatever the reduction's dtype. So a rank holds its range of the gradients
+/// plus the few buckets on the wire, instead of all of them. After a failed
+/// wait nothing more is sent or waited for; finish() returns the error.
 
 #include <chrono>
 #include <cstdint>
@@ -57,11 +59,13 @@ public:
   /// `params` (leaves with requires_grad) in registration order, `names`
   /// theirs for messages. The reduced gradients are the sums over the group
   /// divided by `divisor` when it is > 0, else by the group size when
-  /// `average`, else left as sums. Installs the hooks; the Reducer must
-  /// outlive every backward pass over them.
+  /// `average`, else left as sums. `scatter`: ZeRO-1 (above), `shardGrads`
+  /// with it: ZeRO-2. Installs the hooks; the Reducer must outlive every
+  /// backward pass over them.
   Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
           std::vector<std::string> names, int64_t bucketBytes, bool average,
-          std::chrono::milliseconds timeout, int64_t divisor = 0, bool scatter = false);
+          std::chrono::milliseconds timeout, int64_t divisor = 0, bool scatter = false,
+          bool shardGrads = false);
   ~Reducer();
   Reducer(const Reducer &) = delete;
   Reducer &operator=(const Reducer &) = delete;
@@ -70,13 +74,12 @@ public:
   /// of params()[k]. A bucket then holds each param's grad plus its master's
   /// grad (earlier micro-batches, already folded), in `dtype`; finish() writes
   /// the reduced values into the masters' grads (ZeRO: into gradShard(), in
-  /// `dtype`) and drops both local parts. The masters serve as holders of
+  /// `dtype`; ZeRO-2: in float32) and drops both local parts. The masters serve as holders of
   /// the float32 gradients only: under ZeRO their values are sharded
   /// (ZeroOptimizer) and may be released. Call before the first backward.
   void setMainGrads(std::vector<at::Tensor> mainGrads, at::ScalarType dtype);
 
-  /// ZeRO-2 (above); needs `scatter`. Call before the first backward.
-  void shardGradients(bool on);
+  /// ZeRO-2 (above): the constructor's `shardGrads`, with `scatter`.
   bool shardsGradients() const { return shardGrads_; }
   /// ZeRO-2: the step's gradient shards restart from zero (after the update).
   void clearGradShards() { shardsHold_ = false; }
