@@ -250,6 +250,7 @@ void Reducer::launch(Bucket &b) {
 void Reducer::launchSharded(Bucket &b) {
   at::NoGradGuard noGrad;
   b.flat = at::empty({b.zero.padded}, flatOptions(b));
+  b.incoming = at::Tensor(); // a failed step may have left one
   for (size_t j = 0; j < b.members.size(); ++j) {
     at::Tensor &p = params_[b.members[j]];
     at::Tensor slot = b.flat.narrow(0, b.offsets[j], p.numel());

@@ -422,3 +422,70 @@ TEST_CASE("ZeRO-2 reduces every micro-batch into the shards and keeps no gradien
           "[runtime][reducer]") {
   runOnTwoRanks("reducer worker: ZeRO-2");
 }
+
+namespace {
+
+// A group of 2 in which this process is rank 0 and its peer never answers
+// the `failAt`-th reduce-scatter (0: every one succeeds, each returning this
+// rank's own chunk as if the peer had sent zeros).
+class FailingPeer : public CommBackend {
+public:
+  FailingPeer() : CommBackend(GroupInfo{1, {0, 1}, 0, kDefaultCommTimeout}) {}
+  std::string name() const override { return "fake"; }
+  int calls = 0, failAt = 0;
+
+protected:
+  WorkPtr doReduceScatter(const std::vector<at::Tensor> &inputs, at::Tensor &output,
+                          ReduceOp) override {
+    if (++calls == failAt)
+      return Work::finished(Status::error("peer 1 is gone"));
+    output.copy_(inputs[size_t(rank())]);
+    return Work::finished(Status::ok());
+  }
+};
+
+} // namespace
+
+// ZeRO-2 when a wait inside backward fails: the error is kept and finish()
+// returns it, naming the bucket; nothing more goes on the wire after it (5
+// one-weight buckets, launched one backward at a time: buckets 0 to 2 are
+// sent, the wait for bucket 0 fails before bucket 3); the gradients are
+// dropped all the same; and the next step reduces as if nothing happened.
+TEST_CASE("ZeRO-2 reports a failed wait from backward and sends nothing after it",
+          "[runtime][reducer]") {
+  auto peer = std::make_shared<FailingPeer>();
+  std::vector<at::Tensor> ps;
+  std::vector<std::string> names;
+  for (int k = 0; k < 5; ++k) {
+    ps.push_back(at::zeros({4}).requires_grad_(true));
+    names.push_back(fmt::format("w{}", k));
+  }
+  Reducer reducer(peer, ps, names, /*bucketBytes=*/16, /*average=*/true,
+                  std::chrono::milliseconds(1000), /*divisor=*/0, /*scatter=*/true,
+                  /*shardGrads=*/true);
+  REQUIRE(reducer.numBuckets() == 5);
+  // Buckets follow reverse registration order: bucket b holds w(4 - b).
+  auto backwardInBucketOrder = [&] {
+    reducer.prepare(true);
+    for (int k = 4; k >= 0; --k)
+      (ps[size_t(k)] * 1.0).sum().backward();
+  };
+  peer->failAt = 1;
+  backwardInBucketOrder();
+  CHECK(peer->calls == 3);
+  Status st = reducer.finish();
+  REQUIRE_FALSE(st.isOk());
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("bucket 0 of 5 (first tensor 'w4')"));
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("peer 1 is gone"));
+  CHECK(peer->calls == 3);
+  for (const at::Tensor &p : ps)
+    CHECK_FALSE(p.grad().defined());
+
+  peer->failAt = 0;
+  reducer.clearGradShards();
+  backwardInBucketOrder();
+  NNSC_REQUIRE_OK(reducer.finish());
+  CHECK(peer->calls == 8);
+  for (size_t b = 0; b < reducer.numBuckets(); ++b) // this rank's half of ones, averaged
+    CHECK(at::equal(reducer.gradShard(b), at::full({2}, 0.5)));
+}
