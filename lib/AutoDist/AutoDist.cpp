@@ -136,6 +136,8 @@ Expected<proto::Plan> materialize(const ir::Graph &graph, const PlanShape &shape
   plan.set_runtime_ngpus(shape.runtimeNgpus);
   plan.set_micro_batches(shape.microBatches);
   plan.set_zero(shape.zero);
+  if (shape.zeroNgroups > 1)
+    plan.set_zero_ngroups(shape.zeroNgroups);
   proto::Stage *stage = plan.add_stages();
   stage->set_id(0);
   std::vector<int> devices = plan::firstDevices(shape.planNgpus);
@@ -409,7 +411,8 @@ Outcome solveSetting(const ir::Graph &graph, const cost::Cluster &cluster, const
       t.why = sol.status().message();
       break;
     }
-    PlanShape shape{setting.planNgpus, options.runtimeNgpus, setting.microBatches, setting.zero};
+    PlanShape shape{setting.planNgpus, options.runtimeNgpus, setting.microBatches, setting.zero,
+                    zeroBlocks(options, setting.zero)};
     auto plan = materialize(
         graph, shape,
         [&](size_t k) -> const OpOption & { return chosenOption(built, sol->choice, nodeFor(k)); },
@@ -485,6 +488,8 @@ Outcome seedTrial(const ir::Graph &graph, const cost::Cluster &cluster, const Op
   }
   Expected<proto::Plan> plan = *made->second;
   plan->set_zero(setting.zero);
+  if (zeroBlocks(options, setting.zero) > 1)
+    plan->set_zero_ngroups(zeroBlocks(options, setting.zero));
   // The configuration's groups (the policies make none of their own).
   for (size_t k = 0; k < setting.recomputeGroup.size(); ++k)
     plan->mutable_nodes(static_cast<int>(k))->set_recompute_group(setting.recomputeGroup[k]);
@@ -613,6 +618,8 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
     else
       zeros = dp > 1 ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
     for (int z : zeros) {
+      if (!zeroSplits(options, z, dp))
+        continue; // its copies do not fill the blocks
       Setting s;
       if (options.constraints)
         s.constraints = &constrained;

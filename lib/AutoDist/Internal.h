@@ -50,7 +50,17 @@ struct PlanShape {
   int runtimeNgpus = 1;
   int microBatches = 1;
   int zero = 0;
+  int zeroNgroups = 1; ///< ZeRO's blocks of ranks (plan zero_ngroups)
 };
+
+/// The blocks ZeRO stage `zero` shards in under `options` (1: all copies).
+inline int zeroBlocks(const Options &options, int zero) {
+  return zero >= 1 && options.zeroNgroups > 1 ? options.zeroNgroups : 1;
+}
+/// Whether `dp` copies split into those blocks.
+inline bool zeroSplits(const Options &options, int zero, int dp) {
+  return dp % zeroBlocks(options, zero) == 0;
+}
 Expected<proto::Plan> materialize(const ir::Graph &graph, const PlanShape &shape,
                                   const std::function<const OpOption &(size_t)> &optionOf,
                                   const std::vector<int> &recomputeGroup);

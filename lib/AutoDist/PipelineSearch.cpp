@@ -285,7 +285,8 @@ Outcome pipelineTrial(StageContext &c, const plan::PipelineOptions &po,
     if (c.options.recompute == Options::Recompute::Modules)
       for (int g : *groups)
         t.recomputeLayers = std::max(t.recomputeLayers, g + 1);
-    PlanShape shape{c.planNgpus, c.planNgpus * c.dp, c.micro, c.zero};
+    PlanShape shape{c.planNgpus, c.planNgpus * c.dp, c.micro, c.zero,
+                    zeroBlocks(c.options, c.zero)};
     auto plan = materialize(
         c.graph, shape,
         [&](size_t n) -> const OpOption & {
@@ -489,6 +490,8 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
       else
         zeros = c.dp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
       for (int z : zeros) {
+        if (!zeroSplits(options, z, c.dp))
+          continue; // its copies do not fill the blocks
         c.zero = z;
         c.memo.clear();
         out.push_back(pipelineTrial(c, po, *cuts, limit));

@@ -45,6 +45,7 @@ cost::StepOptions stepOptionsOf(const proto::Plan &plan, const Options &options)
   step.memory = options.memory;
   step.memory.zero = plan.zero();
   step.memory.dpSize = plan.runtime_ngpus() / plan.plan_ngpus();
+  step.memory.zeroNgroups = std::max(1, plan.zero_ngroups());
   return step;
 }
 

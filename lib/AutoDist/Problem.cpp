@@ -1,6 +1,8 @@
 // Pricing one configuration of the search (Problem.h).
 #include "Problem.h"
 
+#include "Internal.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -186,8 +188,10 @@ StateBytes stateBytes(const Options &options, const Setting &s) {
   b.grad = cost::gradBytesPerElement(options.memory, ir::DType::Float32);
   cost::MemoryOptions m = options.memory;
   m.zero = 0;
-  b.optimizer = cost::optimizerBytesPerElement(m) / (s.zero >= 1 ? s.dp : 1);
-  b.grad /= s.zero >= 2 ? s.dp : 1;
+  // ZeRO shards over the copies of a block (zero_ngroups).
+  const double shardOver = double(s.dp) / zeroBlocks(options, s.zero);
+  b.optimizer = cost::optimizerBytesPerElement(m) / (s.zero >= 1 ? shardOver : 1);
+  b.grad /= s.zero >= 2 ? shardOver : 1;
   return b;
 }
 

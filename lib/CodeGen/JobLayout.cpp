@@ -57,7 +57,7 @@ public:
     const transform::PartitionedGraph &pg = *job_.partition;
     std::set<std::pair<int64_t, int>> covered;
     for (const transform::GradReducer &r : pg.reducers) {
-      add(reducerRanks(r.devices));
+      addReducer(reducerRanks(r.devices));
       for (int d : r.devices)
         covered.insert({r.tensor, d});
     }
@@ -65,7 +65,29 @@ public:
       if (t.kind == ir::TensorKind::Param && t.requiresGrad)
         for (int d = 0; d < job_.planNgpus; ++d)
           if (pg.tensors[static_cast<size_t>(t.id)].pieceOn(d) && !covered.count({t.id, d}))
-            add(reducerRanks({d}));
+            addReducer(reducerRanks({d}));
+  }
+
+  void addReducer(std::vector<int> ranks) {
+    if (job_.groupId(ranks) < 0)
+      reducerGroups_.push_back(ranks);
+    add(std::move(ranks));
+  }
+
+  // ZeRO in blocks: every reducer group's shard groups (more than one rank)
+  // and cross groups, after every other group (the ids of those stay as
+  // without blocks).
+  void addZeroSplits() {
+    if (job_.zero < 1 || job_.zeroNgroups <= 1)
+      return;
+    for (const std::vector<int> &ranks : reducerGroups_)
+      for (int r : ranks) {
+        ZeroSplitRanks split = zeroSplitOf(ranks, job_.worldSize, job_.zeroNgroups, r);
+        if (split.shard.size() > 1) {
+          add(split.shard);
+          add(split.cross);
+        }
+      }
   }
 
   // A written buffer piece's holders in every copy, when more than one rank.
@@ -97,6 +119,7 @@ public:
 
 private:
   JobLayout &job_;
+  std::vector<std::vector<int>> reducerGroups_;
 };
 
 } // namespace
@@ -121,6 +144,7 @@ Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan) {
   job.worldSize = plan.runtime_ngpus();
   job.dpSize = job.worldSize / job.planNgpus;
   job.zero = plan.zero();
+  job.zeroNgroups = std::max(1, plan.zero_ngroups());
   job.schedule = plan.schedule();
   job.microBatches = std::max(1, plan.micro_batches());
   if (job.worldSize < 1 || job.worldSize % job.planNgpus != 0)
@@ -134,7 +158,8 @@ Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan) {
   }
   GroupNumbering numbering(job);
   if (job.planNgpus == 1) {
-    numbering.add(numbering.reducerRanks({0})); // group 0: the data-parallel group
+    numbering.addReducer(numbering.reducerRanks({0})); // group 0: the data-parallel group
+    numbering.addZeroSplits();
     return job;
   }
   auto pg = transform::partitionGraph(graph, plan);
@@ -144,6 +169,7 @@ Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan) {
   NNSC_RETURN_IF_ERROR(numbering.addAdapters(graph));
   numbering.addReducers(graph);
   numbering.addBuffers(graph);
+  numbering.addZeroSplits();
   return job;
 }
 

@@ -114,6 +114,10 @@ void fillGroupsAndReducers(const RankLayout &layout, int64_t bucketBytes, proto:
     r->set_bucket_bytes(bucketBytes);
     r->set_average(spec.average);
     r->set_divisor(spec.divisor);
+    if (spec.zeroSplit) {
+      r->mutable_zero_split()->set_shard_group(spec.zeroShardGroup);
+      r->mutable_zero_split()->set_cross_group(spec.zeroCrossGroup);
+    }
     for (const std::string &s : spec.shards) {
       r->add_shards(s);
       reducerOf[s] = m.reducers_size() - 1;
@@ -153,11 +157,16 @@ double reducerBucketBytes(const proto::RankManifest &m) {
   double total = 0;
   for (int r = 0; r < m.reducers_size(); ++r) {
     double bytes = perReducer[static_cast<size_t>(r)];
+    // The ranks ZeRO shards over: the group, or in blocks the shard group.
+    const proto::Reducer &red = m.reducers(r);
+    int shardGroup = red.has_zero_split() ? red.zero_split().shard_group() : red.group();
     int groupSize = 1;
     for (const proto::CommGroup &g : m.groups())
-      if (g.id() == m.reducers(r).group())
+      if (g.id() == shardGroup)
         groupSize = std::max(1, g.ranks_size());
-    if (m.zero() >= 2 && groupSize > 1)
+    if (groupSize == 1) // nothing sharded: the reducer all-reduces
+      total += bytes;
+    else if (m.zero() >= 2)
       total += bytes / groupSize +
                std::min(2 * bytes, 4.0 * static_cast<double>(m.reducers(r).bucket_bytes()));
     else
@@ -283,6 +292,8 @@ proto::RankManifest buildManifest(const ir::Graph &graph, const RankLayout &layo
   m.set_dp_size(layout.dpSize);
   m.set_dp_rank(layout.dpRank);
   m.set_zero(layout.zero);
+  if (layout.zeroNgroups > 1)
+    m.set_zero_ngroups(layout.zeroNgroups);
   m.set_program(fmt::format("rank{}.py", layout.rank));
   m.set_entry(kEntryName);
   if (options.weightsWritten)

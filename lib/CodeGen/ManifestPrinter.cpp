@@ -93,7 +93,12 @@ void printManifest(const proto::RankManifest &m, std::ostream &os) {
   os << fmt::format("  outputs {}, loss output {}, loss scale {}, loss replicas {}\n",
                     m.num_outputs(), m.loss_output(), m.loss_scale(),
                     std::max(1, m.loss_replicas()));
-  if (m.zero() > 0)
+  if (m.zero() > 0 && m.zero_ngroups() > 1)
+    os << fmt::format("  zero {}: optimizer states{} sharded inside each of {} blocks of {} "
+                      "ranks, replicated over the blocks\n",
+                      m.zero(), m.zero() >= 2 ? " and gradients" : "", m.zero_ngroups(),
+                      m.world_size() / m.zero_ngroups());
+  else if (m.zero() > 0)
     os << fmt::format("  zero {}: optimizer states{} sharded over each reducer's group\n", m.zero(),
                       m.zero() >= 2 ? " and gradients" : "");
   for (const proto::ProgramInput &in : m.inputs())
@@ -109,8 +114,14 @@ void printManifest(const proto::RankManifest &m, std::ostream &os) {
     std::string how = r.divisor() > 0 ? fmt::format("sum / {}", r.divisor())
                       : r.average()   ? "average"
                                       : "sum";
-    os << fmt::format("reducer {}: group {}, {} shards, bucket {} bytes, {}\n", i, r.group(),
-                      r.shards_size(), r.bucket_bytes(), how);
+    std::string split;
+    if (r.has_zero_split() && r.zero_split().shard_group() < 0)
+      split = ", zero: this rank alone in its block (not sharded)";
+    else if (r.has_zero_split())
+      split = fmt::format(", zero: sharded over group {}, summed over group {}",
+                          r.zero_split().shard_group(), r.zero_split().cross_group());
+    os << fmt::format("reducer {}: group {}, {} shards, bucket {} bytes, {}{}\n", i, r.group(),
+                      r.shards_size(), r.bucket_bytes(), how, split);
   }
   for (const proto::BufferSync &b : m.buffer_syncs())
     os << fmt::format("buffers: group {}, shards {} kept equal\n", b.group(),

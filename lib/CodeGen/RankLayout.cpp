@@ -3,10 +3,12 @@
 // their gradients over group 0).
 #include "nnsc/CodeGen/RankLayout.h"
 
+#include <algorithm>
 #include <regex>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "LayoutParts.h"
 #include "Literals.h"
@@ -94,6 +96,26 @@ void placeRank(const JobLayout &job, int rank, RankLayout &layout) {
   layout.dpSize = job.dpSize;
   layout.dpRank = rank / job.planNgpus;
   layout.zero = job.zero;
+  layout.zeroNgroups = job.zeroNgroups;
+}
+
+ZeroSplitRanks zeroSplitOf(const std::vector<int> &ranks, int worldSize, int ngroups, int rank) {
+  const int block = worldSize / ngroups;
+  std::vector<std::vector<int>> byBlock(static_cast<size_t>(ngroups));
+  for (int r : ranks)
+    byBlock[static_cast<size_t>(r / block)].push_back(r);
+  ZeroSplitRanks out;
+  const std::vector<int> &mine = byBlock[static_cast<size_t>(rank / block)];
+  auto place = std::find(mine.begin(), mine.end(), rank);
+  if (place == mine.end())
+    return out;
+  for (const std::vector<int> &b : byBlock)
+    if (b.size() != mine.size())
+      return out;
+  out.shard = mine;
+  for (const std::vector<int> &b : byBlock)
+    out.cross.push_back(b[static_cast<size_t>(place - mine.begin())]);
+  return out;
 }
 
 std::vector<CommGroupSpec> groupsOfRank(const JobLayout &job, int rank) {
@@ -177,12 +199,39 @@ RankLayout layoutWholeRank(const ir::Graph &graph, const JobLayout &job, int ran
 
 } // namespace
 
+namespace {
+
+// ZeRO in blocks: each reducer's shard and cross groups (layoutJob numbered
+// them).
+Status splitReducers(const JobLayout &job, RankLayout &layout) {
+  if (job.zero < 1 || job.zeroNgroups <= 1)
+    return Status::ok();
+  for (ReducerSpec &spec : layout.reducers) {
+    const std::vector<int> &ranks = job.groups[static_cast<size_t>(spec.group)].ranks;
+    ZeroSplitRanks split = zeroSplitOf(ranks, job.worldSize, job.zeroNgroups, layout.rank);
+    if (split.shard.empty())
+      return Status::internal(fmt::format("error: group {} of ranks [{}] does not split evenly "
+                                          "into zero_ngroups {} blocks",
+                                          spec.group, fmt::join(ranks, ", "), job.zeroNgroups));
+    spec.zeroSplit = true;
+    if (split.shard.size() > 1) {
+      spec.zeroShardGroup = job.groupId(split.shard);
+      spec.zeroCrossGroup = job.groupId(split.cross);
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Expected<RankLayout> layoutRank(const ir::Graph &graph, const JobLayout &job, int rank) {
   if (rank < 0 || rank >= job.worldSize)
     return errorf("error: rank {} is outside 0..{}", rank, job.worldSize - 1);
-  if (!job.partition)
-    return layoutWholeRank(graph, job, rank);
-  return layoutPartitionedRank(graph, job, rank);
+  auto layout = job.partition ? layoutPartitionedRank(graph, job, rank)
+                              : Expected<RankLayout>(layoutWholeRank(graph, job, rank));
+  if (layout)
+    NNSC_RETURN_IF_ERROR(splitReducers(job, *layout));
+  return layout;
 }
 
 Expected<RankLayout> layoutRank(const ir::Graph &graph, const proto::Plan &plan, int rank) {

@@ -78,7 +78,8 @@ double gradBytesPerElement(const MemoryOptions &options, ir::DType dtype) {
 namespace {
 
 void addState(const DeviceLoad &load, const MemoryOptions &o, DeviceMemory &m) {
-  double dp = std::max(1, o.dpSize);
+  // ZeRO shards over the copies in a block (zero_ngroups).
+  double dp = std::max(1.0, double(std::max(1, o.dpSize)) / std::max(1, o.zeroNgroups));
   for (const StateHolding &s : load.state) {
     bool mixed = isMixed(o.precision) && ir::isFloatingPoint(s.dtype);
     double elt = mixed ? 2 : static_cast<double>(ir::dtypeSize(s.dtype));

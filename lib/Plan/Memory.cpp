@@ -134,6 +134,7 @@ std::vector<cost::DeviceMemory> estimateMemory(const ir::Graph &graph, const pro
                                                cost::MemoryOptions options) {
   options.zero = plan.zero();
   options.dpSize = plan.runtime_ngpus() / std::max(1, plan.plan_ngpus());
+  options.zeroNgroups = std::max(1, plan.zero_ngroups());
   std::vector<cost::DeviceMemory> memory;
   const int stages = physicalStages(plan);
   for (const cost::DeviceLoad &load : deviceLoads(graph, plan)) {

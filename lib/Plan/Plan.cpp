@@ -40,6 +40,10 @@ Status checkOptions(const PlanOptions &options) {
     return errorf("error: unsupported --zero {}; expected 0 (off), 1 (optimizer states sharded "
                   "over the data-parallel copies) or 2 (gradients too)",
                   options.zero);
+  if (options.zeroNgroups == 0 || options.zeroNgroups < -1 ||
+      options.zeroNgroups > kMaxRuntimeNgpus)
+    return errorf("error: impossible --zero-ngroups {}; expected a positive number of blocks",
+                  options.zeroNgroups);
   NNSC_RETURN_IF_ERROR(checkPipelineOptions(options.pipeline));
   if (options.zero >= 2 && options.pipeline.stages > 1)
     return errorf("error: --zero 2 with --pipeline-stages {}: ZeRO-2 reduce-scatters each "
@@ -126,6 +130,10 @@ Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &option
   }
   if (options.zero >= 0) // a plan file's own `zero` was checked against it
     plan->set_zero(options.zero);
+  if (options.zeroNgroups >= 0) // so was its `zero_ngroups`
+    plan->set_zero_ngroups(options.zeroNgroups);
+  if (Status groups = checkZeroNgroups(*plan); !groups)
+    return Status::error("error: --zero-ngroups: " + groups.message());
   Status st = validatePlan(*plan, graph);
   if (!st)
     return Status::internal(

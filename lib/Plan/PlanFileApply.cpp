@@ -376,8 +376,14 @@ Expected<proto::Plan> makeFromPlanFile(const ir::Graph &graph, const PlanOptions
                   options.planFile);
   auto plan = file->stages.empty() ? applyPlanFile(graph, *file, n, options.runtimeNgpus)
                                    : makeFromStagedFile(graph, options, *file);
+  if (options.zeroNgroups >= 0 && file->zeroNgroups >= 0 &&
+      options.zeroNgroups != file->zeroNgroups)
+    return errorf("error: --zero-ngroups {} disagrees with zero_ngroups {} in {}",
+                  options.zeroNgroups, file->zeroNgroups, options.planFile);
   if (plan && file->zero >= 0)
     plan->set_zero(file->zero);
+  if (plan && file->zeroNgroups >= 0)
+    plan->set_zero_ngroups(file->zeroNgroups);
   if (plan && file->stages.empty() && file->microBatches > 0) {
     if (options.microBatches != 1 && options.microBatches != file->microBatches)
       return errorf("error: --micro-batches {} disagrees with micro_batches {} in {}",

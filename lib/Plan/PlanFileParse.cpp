@@ -51,8 +51,8 @@ Expected<PlanFile> PlanFileReader::read() {
 Status PlanFileReader::readTop(const YAML::Node &root) {
   NNSC_RETURN_IF_ERROR(
       checkKeys(root,
-                {"plan_ngpus", "default", "rules", "inputs", "recompute", "zero", "stages",
-                 "schedule", "virtual_stages", "micro_batches"},
+                {"plan_ngpus", "default", "rules", "inputs", "recompute", "zero", "zero_ngroups",
+                 "stages", "schedule", "virtual_stages", "micro_batches"},
                 "the plan file"));
   NNSC_RETURN_IF_ERROR(readPipeline(root));
   if (const YAML::Node n = root["inputs"])
@@ -80,6 +80,12 @@ Status PlanFileReader::readTop(const YAML::Node &root) {
       return errorAt(n, "zero 2 with pipeline 'stages': ZeRO-2 reduce-scatters each "
                         "micro-batch's gradients, a pipeline accumulates them over its "
                         "schedule; use zero 1");
+  }
+  if (const YAML::Node n = root["zero_ngroups"]) {
+    auto v = readInt(n, "zero_ngroups", 1);
+    if (!v)
+      return v.status();
+    file_.zeroNgroups = static_cast<int>(*v);
   }
   if (const YAML::Node n = root["default"])
     NNSC_RETURN_IF_ERROR(readDefault(n));

@@ -228,8 +228,11 @@ std::string fileText(const ir::Graph &graph, const proto::Plan &plan,
   std::string out;
   for (const std::string &line : header)
     out += "# " + line + "\n";
-  out += fmt::format("plan_ngpus: {}\nzero: {}\ndefault: replicate\n",
+  out += fmt::format("plan_ngpus: {}\nzero: {}\n",
                      pipeline.text.empty() ? plan.plan_ngpus() : pipeline.planNgpus, plan.zero());
+  if (plan.zero_ngroups() > 1)
+    out += fmt::format("zero_ngroups: {}\n", plan.zero_ngroups());
+  out += "default: replicate\n";
   if (plan.micro_batches() > 1)
     out += fmt::format("micro_batches: {}\n", plan.micro_batches());
   out += pipeline.text;
@@ -250,6 +253,7 @@ std::string roundTrip(const ir::Graph &graph, const proto::Plan &plan, const std
   if (!again)
     return again.status().message();
   again->set_zero(file->zero);
+  again->set_zero_ngroups(std::max(0, file->zeroNgroups));
   if (std::string d = planDifference(plan, *again); !d.empty())
     return d;
   if (plan.stages_size() > 1 &&
@@ -358,9 +362,12 @@ std::string nodeDifference(const proto::NodePlan &a, const proto::NodePlan &b) {
 } // namespace
 
 std::string planDifference(const proto::Plan &a, const proto::Plan &b) {
-  if (a.plan_ngpus() != b.plan_ngpus() || a.zero() != b.zero())
-    return fmt::format("plan_ngpus {} zero {} vs plan_ngpus {} zero {}", a.plan_ngpus(), a.zero(),
-                       b.plan_ngpus(), b.zero());
+  if (a.plan_ngpus() != b.plan_ngpus() || a.zero() != b.zero() ||
+      std::max(1, a.zero_ngroups()) != std::max(1, b.zero_ngroups()))
+    return fmt::format("plan_ngpus {} zero {} zero_ngroups {} vs plan_ngpus {} zero {} "
+                       "zero_ngroups {}",
+                       a.plan_ngpus(), a.zero(), std::max(1, a.zero_ngroups()), b.plan_ngpus(),
+                       b.zero(), std::max(1, b.zero_ngroups()));
   auto inputs = [](const proto::Plan &p) {
     std::vector<std::tuple<int64_t, int, int>> out;
     for (const proto::InputPlan &in : p.inputs())

@@ -23,10 +23,13 @@ void printSummary(const proto::Plan &plan, const ir::Graph &graph, std::ostream 
   os << fmt::format("plan {} for {} ({}) from {}\n", plan.policy(), graph.name,
                     plural(static_cast<int64_t>(graph.nodes().size()), "node", "nodes"),
                     plan.graph().empty() ? "<unknown>" : plan.graph());
-  os << fmt::format("  plan_ngpus {}, runtime_ngpus {} ({}), micro_batches {}, zero {}\n",
-                    plan.plan_ngpus(), plan.runtime_ngpus(),
-                    plural(copies, "data-parallel copy", "data-parallel copies"),
-                    plan.micro_batches(), plan.zero());
+  os << fmt::format(
+      "  plan_ngpus {}, runtime_ngpus {} ({}), micro_batches {}, zero {}{}\n", plan.plan_ngpus(),
+      plan.runtime_ngpus(), plural(copies, "data-parallel copy", "data-parallel copies"),
+      plan.micro_batches(), plan.zero(),
+      plan.zero_ngroups() > 1 ? fmt::format(" in {} blocks of {} ranks", plan.zero_ngroups(),
+                                            plan.runtime_ngpus() / plan.zero_ngroups())
+                              : "");
   if (!plan.schedule().empty())
     os << fmt::format("  schedule {}\n", plan.schedule());
   for (const proto::Stage &s : plan.stages())
@@ -45,6 +48,7 @@ void printMemory(const proto::Plan &plan, const ir::Graph &graph, const PrintOpt
   cost::MemoryOptions memory = options.memory;
   memory.zero = plan.zero();
   memory.dpSize = plan.runtime_ngpus() / plan.plan_ngpus();
+  memory.zeroNgroups = std::max(1, plan.zero_ngroups());
   cost::printMemory(estimateMemory(graph, plan, memory), memory, options.capacity, os);
 }
 

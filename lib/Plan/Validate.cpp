@@ -28,6 +28,7 @@ Status checkPlanEnvelope(const proto::Plan &plan) {
   if (plan.zero() < 0 || plan.zero() > kMaxZeroStage)
     return errorf("zero is {}; this build implements ZeRO stages 0 to {}", plan.zero(),
                   kMaxZeroStage);
+  NNSC_RETURN_IF_ERROR(checkZeroNgroups(plan));
   // ZeRO-2 reduces every micro-batch's gradients as its backward ends; a
   // pipeline's accumulate over the schedule (DeepSpeed refuses the pair too).
   if (plan.zero() >= 2 && !plan.schedule().empty())
@@ -35,6 +36,23 @@ Status checkPlanEnvelope(const proto::Plan &plan) {
                   "micro-batch's gradients, a pipeline accumulates them over its schedule; use "
                   "zero 1 (optimizer states sharded)",
                   plan.schedule());
+  return Status::ok();
+}
+
+Status checkZeroNgroups(const proto::Plan &plan) {
+  const int n = plan.zero_ngroups();
+  if (n < 0)
+    return errorf("zero_ngroups is {}; expected a positive number of blocks", n);
+  if (n <= 1)
+    return Status::ok();
+  if (plan.zero() == 0)
+    return errorf("zero_ngroups {} without ZeRO: the blocks shard ZeRO's states; set zero 1 or 2",
+                  n);
+  const int copies = plan.runtime_ngpus() / std::max(1, plan.plan_ngpus());
+  if (copies % n != 0)
+    return errorf("zero_ngroups {} does not divide the {} data-parallel copies (runtime_ngpus "
+                  "{} / plan_ngpus {}): every block must hold whole copies",
+                  n, copies, plan.runtime_ngpus(), plan.plan_ngpus());
   return Status::ok();
 }
 

@@ -42,6 +42,8 @@ nlohmann::json metaToJson(const CheckpointMeta &m) {
       {"zero", m.zero},
       {"model_name", m.modelName},
       {"shards", shardsToJson(m.shards)}};
+  if (m.zeroNgroups > 1)
+    j["zero_ngroups"] = m.zeroNgroups;
   if (!m.cudaRngState.empty())
     j["cuda_rng_state"] = toHex(m.cudaRngState);
   if (m.lossScale)
@@ -86,6 +88,7 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
     m.planNgpus = jsonIntAt<int>(j, "plan_ngpus");
     m.modelName = j.value("model_name", "");
     m.zero = j.contains("zero") ? jsonIntAt<int>(j, "zero") : 0;
+    m.zeroNgroups = j.contains("zero_ngroups") ? jsonIntAt<int>(j, "zero_ngroups") : 1;
     if (j.contains("loss_scale")) {
       const nlohmann::json &ls = j.at("loss_scale");
       LossScaleState state;
@@ -100,6 +103,9 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
     if (m.zero < 0 || m.zero > 2)
       return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 to 2", file,
                     m.zero);
+    if (m.zeroNgroups < 1 || m.zeroNgroups > m.worldSize)
+      return errorf("{}: error: bad checkpoint metadata: zero_ngroups is {} for {} ranks", file,
+                    m.zeroNgroups, m.worldSize);
     NNSC_RETURN_IF_ERROR(checkCounts(m, file));
   } catch (const nlohmann::json::exception &ex) {
     return errorf("{}: error: bad checkpoint metadata: {}", file, ex.what());

@@ -53,6 +53,15 @@ int groupSize(const proto::RankManifest &m, int group) {
   return 1;
 }
 
+// The ranks ZeRO shards reducer r's buckets over: its group, or in blocks its
+// shard group (1: this rank alone, nothing sharded).
+int zeroWidth(const proto::RankManifest &m, int r) {
+  const proto::Reducer &red = m.reducers(r);
+  if (!red.has_zero_split())
+    return groupSize(m, red.group());
+  return red.zero_split().shard_group() < 0 ? 1 : groupSize(m, red.zero_split().shard_group());
+}
+
 // Gradient bytes each reducer of the manifest reduces.
 std::vector<double> reducerBytes(const proto::RankManifest &m) {
   std::vector<double> bytes(static_cast<size_t>(m.reducers_size()), 0.0);
@@ -72,7 +81,7 @@ double commStagingBytes(const TrainerState &s) {
   std::vector<double> bytes = reducerBytes(s.manifest);
   double staging = 0;
   for (int r = 0; r < s.manifest.reducers_size(); ++r) {
-    int n = groupSize(s.manifest, s.manifest.reducers(r).group());
+    int n = zeroWidth(s.manifest, r);
     if (n <= 1)
       continue;
     double bucket = std::min(bytes[static_cast<size_t>(r)],
@@ -163,9 +172,8 @@ double bucketBytes(const TrainerState &s) {
   double total = 0, float32Shards = 0;
   for (int r = 0; r < s.manifest.reducers_size(); ++r) {
     double b = bytes[static_cast<size_t>(r)];
-    double shard =
-        s.manifest.zero() > 0 ? b / groupSize(s.manifest, s.manifest.reducers(r).group()) : 0;
     const Reducer &reducer = *s.reducers[static_cast<size_t>(r)];
+    double shard = reducer.scatters() ? b / reducer.group().size() : 0;
     if (reducer.shardsGradients()) {
       // Its shards are float32 whatever the reduction's dtype; bucket_bytes
       // counts the parameters' bytes, 16-bit ones under mixed precision.
@@ -253,8 +261,8 @@ double optimizerBytes(const TrainerState &s) {
   const proto::MemoryEstimate &e = estimateOf(s);
   double perElement = optimizerBytesPerElement(s.config.optimizer) + (mixed(s) ? 4 : 0);
   double optimizer = e.trainable_elements() * perElement;
-  if (zeroShards(s))
-    optimizer /= std::max(1, s.manifest.dp_size());
+  if (zeroShards(s)) // over the copies of a block (zero_ngroups)
+    optimizer /= std::max(1, s.manifest.dp_size() / std::max(1, s.manifest.zero_ngroups()));
   return optimizer;
 }
 

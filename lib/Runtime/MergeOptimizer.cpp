@@ -112,9 +112,12 @@ assembleOptimizerStates(const std::vector<RankOptimizerState> &ranks) {
       ZeroPieces &z = zero[{k->field, sk}];
       z.info = info;
       z.rank = r.rank;
-      if (!z.byOffset.emplace(k->offset, std::make_pair(value, r.rank)).second)
-        return errorf("error: two ranks hold the ZeRO piece at {} of {} of '{}' (rank {})",
-                      k->offset, k->field, info.originalName, r.rank);
+      // ZeRO in blocks (zero_ngroups): every block holds the same pieces.
+      auto [held, fresh] = z.byOffset.emplace(k->offset, std::make_pair(value, r.rank));
+      if (!fresh &&
+          !(held->second.first.sizes() == value.sizes() && at::equal(held->second.first, value)))
+        return errorf("error: ranks {} and {} hold different ZeRO pieces at {} of {} of '{}'",
+                      held->second.second, r.rank, k->offset, k->field, info.originalName);
     }
   }
   for (const auto &[key, z] : zero) {

@@ -12,10 +12,12 @@ namespace nnsc::rt {
 
 Reducer::Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
                  std::vector<std::string> names, int64_t bucketBytes, bool average,
-                 std::chrono::milliseconds timeout, int64_t divisor, bool scatter, bool shardGrads)
-    : group_(std::move(group)), params_(std::move(params)), names_(std::move(names)),
+                 std::chrono::milliseconds timeout, int64_t divisor, bool scatter, bool shardGrads,
+                 std::shared_ptr<CommBackend> cross)
+    : group_(std::move(group)), cross_(scatter ? std::move(cross) : nullptr),
+      params_(std::move(params)), names_(std::move(names)),
       divisor_(divisor > 0 ? divisor
-               : average   ? group_->size()
+               : average   ? int64_t(group_->size()) * (cross_ ? cross_->size() : 1)
                            : 1),
       timeout_(timeout), scatter_(scatter), bucketOf_(params_.size()), seen_(params_.size(), false),
       armed_(params_.size(), false) {
@@ -162,6 +164,7 @@ void Reducer::prepare(bool reduce) {
   for (auto &b : buckets_) {
     b.pending = b.members.size();
     b.work.reset();
+    b.crossing = false;
   }
 }
 
@@ -204,6 +207,7 @@ bool dividesFirst(const at::Tensor &flat, int64_t divisor) {
 } // namespace
 
 void Reducer::launch(Bucket &b) {
+  b.crossing = false;
   if (shardGrads_)
     return launchSharded(b);
   at::NoGradGuard noGrad;
@@ -287,6 +291,11 @@ void Reducer::launchSharded(Bucket &b) {
 Status Reducer::complete(size_t i) {
   Bucket &b = buckets_[i];
   Status st = deferred_.isOk() ? waitBucket(i, "gradient reducer") : deferred_;
+  if (st.isOk() && cross_) {
+    st = sumOverBlocks(i);
+    if (st.isOk())
+      st = waitBucket(i, "gradient reducer");
+  }
   if (!st.isOk())
     return st;
   at::NoGradGuard noGrad;
@@ -300,6 +309,7 @@ Status Reducer::complete(size_t i) {
   b.flat = at::Tensor();
   b.incoming = at::Tensor();
   b.work.reset();
+  b.crossing = false;
   return st;
 }
 
@@ -318,10 +328,22 @@ Status Reducer::waitBucket(size_t i, const char *what) {
   Status st = b.work->wait(timeout_);
   if (st.isOk())
     return st;
-  return Status::error(fmt::format("{} on {}: bucket {} of {} (first tensor '{}'): {}", what,
-                                   group_->group().describe(), i, buckets_.size(),
-                                   names_[b.members[0]], st.message()),
+  const CommBackend &on = b.crossing ? *cross_ : *group_;
+  return Status::error(fmt::format("{}{} on {}: bucket {} of {} (first tensor '{}'): {}", what,
+                                   b.crossing ? " (the sum over the ZeRO blocks)" : "",
+                                   on.group().describe(), i, buckets_.size(), names_[b.members[0]],
+                                   st.message()),
                        st.kind());
+}
+
+// ZeRO in blocks, after bucket i's reduce-scatter inside the block: its
+// shard (ZeRO-2: what arrived) summed over the blocks.
+Status Reducer::sumOverBlocks(size_t i) {
+  Bucket &b = buckets_[i];
+  std::vector<at::Tensor> tensors{b.incoming.defined() ? b.incoming : b.shard};
+  b.work = cross_->allReduce(tensors);
+  b.crossing = true;
+  return Status::ok();
 }
 
 Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
@@ -375,6 +397,7 @@ Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
                 0, p.paramOffset, p.length));
     std::vector<at::Tensor> outputs = gathered[i].split(b.zero.shardNumel);
     b.work = group_->allGather(own, outputs);
+    b.crossing = false;
   }
   for (; drained < buckets_.size(); ++drained)
     NNSC_RETURN_IF_ERROR(drain(drained));
@@ -400,6 +423,12 @@ Status Reducer::finish() {
     return Status::ok();
   }
   at::NoGradGuard noGrad;
+  // In blocks: every bucket's reduce-scatter waited for in order and its
+  // shard's sum over the blocks sent, then the sums waited for below.
+  for (size_t i = 0; cross_ && i < buckets_.size(); ++i) {
+    NNSC_RETURN_IF_ERROR(waitBucket(i, "gradient reducer"));
+    NNSC_RETURN_IF_ERROR(sumOverBlocks(i));
+  }
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];
     NNSC_RETURN_IF_ERROR(waitBucket(i, "gradient reducer"));

@@ -450,9 +450,15 @@ void printBanner(const TrainerState &s, std::ostream &out) {
       << std::endl;
   if (!s.zero.empty())
     out << fmt::format("nnsc-run: ZeRO-{}: the optimizer states{} of {} gradient reducer(s) are "
-                       "sharded over their groups",
+                       "sharded over their groups{}",
                        s.manifest.zero(), s.manifest.zero() >= 2 ? " and gradients" : "",
-                       s.zero.size())
+                       s.zero.size(),
+                       s.manifest.zero_ngroups() > 1
+                           ? fmt::format(" inside {} blocks of {} ranks (replicated over the "
+                                         "blocks)",
+                                         s.manifest.zero_ngroups(),
+                                         s.env.worldSize / s.manifest.zero_ngroups())
+                           : "")
         << std::endl;
   if (s.config.precision.tf32 == "true")
     out << (s.device.is_cuda() ? "nnsc-run: TF32: float32 matmuls and convolutions may run on "

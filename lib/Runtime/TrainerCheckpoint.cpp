@@ -36,6 +36,7 @@ Expected<RankState> collectState(TrainerState &s, int64_t step, double lr) {
   m.planNgpus = s.manifest.plan_ngpus() > 0 ? s.manifest.plan_ngpus() : 1;
   m.modelName = s.manifest.model_name();
   m.zero = s.zero.empty() ? 0 : s.manifest.zero();
+  m.zeroNgroups = m.zero > 0 ? std::max(1, s.manifest.zero_ngroups()) : 1;
   m.shards = s.shardInfo;
   auto values = shardValues(s); // float32 masters
   if (!values)
@@ -60,6 +61,12 @@ Status checkCompatible(const TrainerState &s, const CheckpointMeta &m, const std
     return errorf("{}: error: checkpoint was written with ZeRO stage {}; this job runs stage {}: "
                   "merge it (nnsc-merge-ckpt) and resume from the merged file",
                   dir, m.zero, zero);
+  int blocks = zero > 0 ? std::max(1, s.manifest.zero_ngroups()) : 1;
+  if (zero > 0 && m.zeroNgroups != blocks)
+    return errorf("{}: error: checkpoint was written with ZeRO in {} block(s) of ranks "
+                  "(zero_ngroups); this job shards in {}, which partitions the optimizer states "
+                  "otherwise: merge it (nnsc-merge-ckpt) and resume from the merged file",
+                  dir, m.zeroNgroups, blocks);
   if (m.shards.size() != s.shardInfo.size())
     return errorf("{}: error: rank {} of the checkpoint has {} shards; the program has {}", dir,
                   s.env.rank, m.shards.size(), s.shardInfo.size());

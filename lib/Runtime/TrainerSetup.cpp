@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -166,6 +167,22 @@ Status connect(TrainerState &s) {
   return s.comm->addGroups(groupSpecs(s.manifest));
 }
 
+// ZeRO in blocks: the reducer's shard and cross groups, both null when this
+// rank is alone in its block.
+using GroupPair = std::pair<std::shared_ptr<CommBackend>, std::shared_ptr<CommBackend>>;
+Expected<GroupPair> zeroSplitGroups(const TrainerState &s, int reducer,
+                                    const proto::ZeroSplit &split) {
+  if (split.shard_group() < 0)
+    return GroupPair{};
+  GroupPair out{s.comm->group(split.shard_group()), s.comm->group(split.cross_group())};
+  if (!out.first || !out.second)
+    return errorf("rank{}.pb: error: reducer {}'s ZeRO blocks use groups {} and {}, and this "
+                  "rank is not in {}",
+                  s.env.rank, reducer, split.shard_group(), split.cross_group(),
+                  out.first ? split.cross_group() : split.shard_group());
+  return out;
+}
+
 Status buildReducers(TrainerState &s) {
   std::map<std::string, int> shardIndex;
   for (size_t i = 0; i < s.shardInfo.size(); ++i)
@@ -188,15 +205,24 @@ Status buildReducers(TrainerState &s) {
       names.push_back(n);
     }
     // ZeRO-1 shards the optimizer states over the ranks holding these shards,
-    // ZeRO-2 the gradients too.
+    // ZeRO-2 the gradients too; in blocks, over those of this rank's block.
     bool scatter = s.manifest.zero() >= 1 && group->size() > 1;
+    std::shared_ptr<CommBackend> cross;
+    if (scatter && spec.has_zero_split()) {
+      auto split = zeroSplitGroups(s, r, spec.zero_split());
+      if (!split)
+        return split.status();
+      scatter = split->first != nullptr;
+      if (scatter)
+        std::tie(group, cross) = *split;
+    }
     std::vector<at::Tensor> masters;
     for (const auto &n : spec.shards())
       if (s.precision)
         masters.push_back(s.precision->master(size_t(shardIndex[n])));
     s.reducers.push_back(std::make_unique<Reducer>(group, params, names, spec.bucket_bytes(),
                                                    spec.average(), timeout, spec.divisor(), scatter,
-                                                   s.manifest.zero() >= 2));
+                                                   s.manifest.zero() >= 2, cross));
     if (s.precision)
       s.reducers.back()->setMainGrads(std::move(masters), s.precision->reduceDtype());
     s.reducers.back()->useBucketViews(s.config.dataParallel.bucketView == "true");

@@ -216,6 +216,8 @@ at::Tensor ZeroOptimizer::gradSquareSum() const {
     at::Tensor n = l2Norm(reducer_.gradShard(b)).to(at::kDouble);
     sum = sum.defined() ? sum + n * n : n * n;
   }
+  if (sum.defined() && reducer_.shardCopies() > 1)
+    sum = sum / double(reducer_.shardCopies());
   return sum.defined() ? sum : at::zeros({}, at::TensorOptions().dtype(at::kDouble));
 }
 

@@ -265,6 +265,7 @@ estimateStep(const ir::Graph &graph, const proto::Plan &plan, const PartitionedG
              const cost::Cluster &cluster, cost::StepOptions options) {
   options.microBatches = std::max(1, plan.micro_batches());
   options.memory.zero = plan.zero();
+  options.memory.zeroNgroups = std::max(1, plan.zero_ngroups());
   std::vector<cost::StepBreakdown> out;
   std::vector<cost::StepInput> inputs = stepInputs(graph, plan, pg, options.memory);
   for (const cost::StepInput &in : inputs) {

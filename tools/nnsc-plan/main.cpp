@@ -1,6 +1,7 @@
 // nnsc-plan: graph.pb → plan.pb (how each node is split and placed).
 //   nnsc-plan GRAPH.pb --policy dp|tp|data|hybrid|file --runtime-ngpus N
 //             [--plan-ngpus T] [--plan-file PLAN.yaml] [--seed S] [--zero 0|1|2]
+//             [--zero-ngroups N]
 //             [--recompute-modules CLASS,...] -o plan.pb [--print]
 //   nnsc-plan GRAPH.pb --policy autodist --runtime-ngpus N [--plan-ngpus T|auto]
 //             (--device D|--cluster C) [--mem-limit 60GiB] [--zero auto|0|1|2]
@@ -147,6 +148,10 @@ static int toolMain(int argc, char **argv) {
                               "ZeRO stage over the data-parallel copies: 0 (off), 1 (optimizer "
                               "states sharded) or 2 (gradients too; docs/zero.md); autodist: auto "
                               "(the default) picks 1, then 2, only where memory needs it");
+  auto *zeroNgroups = app.add_option(
+      "--zero-ngroups", opts.zeroNgroups,
+      "ZeRO inside N blocks of runtime-ngpus/N consecutive ranks (a node, say), replicated "
+      "over the blocks: the parameter all-gather stays in a block (docs/zero.md; default 1)");
   app.add_option("--recompute", recomputeText,
                  "autodist: auto (the default: the fewest repeated blocks that make the plan fit), "
                  "none, or module classes (Block,LlamaDecoderLayer)");
@@ -306,6 +311,7 @@ static int toolMain(int argc, char **argv) {
     ad.planNgpus = opts.planNgpus;
     ad.microBatches = opts.microBatches;
     ad.zero = opts.zero;
+    ad.zeroNgroups = std::max(1, opts.zeroNgroups);
     ad.memory = printOptions.memory;
     ad.graphPath = input;
     ad.foldRepeats = !eachLayer;
@@ -372,6 +378,7 @@ static int toolMain(int argc, char **argv) {
       return found->plan;
     };
     opts.zero = -1; // the plan carries the stage the search chose
+    opts.zeroNgroups = -1; // and its blocks, where ZeRO is on
   }
 
   if (!outputs.report.empty())
@@ -387,8 +394,9 @@ static int toolMain(int argc, char **argv) {
       }
       return nnsc::autodist::htmlReport(in);
     };
-  bool planning = out->count() || savePlanFile->count() || policy->count() || ngpus->count() || micro->count() ||
-                  planNgpus->count() || planFile->count() || recompute->count() || zero->count();
+  bool planning = out->count() || savePlanFile->count() || policy->count() || ngpus->count() ||
+                  micro->count() || planNgpus->count() || planFile->count() || recompute->count() ||
+                  zero->count() || zeroNgroups->count();
   nnsc::Status st;
   if (planning) {
     // autodist partitioned and priced the plan it chose: checking it again

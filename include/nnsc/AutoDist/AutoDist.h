@@ -57,6 +57,10 @@ struct Options {
   double memFraction = 0.8; ///< nnScaler's default share of the device
   /// ZeRO stage; -1: choose (1 only where stage 0 does not fit).
   int zero = -1;
+  /// ZeRO in blocks of ranks (plan zero_ngroups, docs/zero.md): with ZeRO on,
+  /// only configurations whose copies divide into this many blocks, each
+  /// sharding over its own copies.
+  int zeroNgroups = 1;
   /// Recompute: Auto picks module instances of the repeated block class
   /// when nothing fits without them (the fewest layers that make it fit);
   /// None never; Modules: every instance of the named classes.

@@ -133,7 +133,21 @@ struct ReducerSpec {
   std::vector<std::string> shards; ///< local names, in shard order
   bool average = true;
   int divisor = 0;
+  /// ZeRO in blocks (JobLayout::zeroNgroups > 1; manifest ZeroSplit): the
+  /// group of the reducer's ranks in this rank's block (-1: this rank alone,
+  /// nothing sharded) and of those at its place in every block.
+  bool zeroSplit = false;
+  int zeroShardGroup = -1, zeroCrossGroup = -1;
 };
+
+/// ZeRO in blocks: `ranks` (a reducer's group, ascending) cut by the blocks
+/// of worldSize / ngroups consecutive ranks. `shard`: the members in `rank`'s
+/// block; `cross`: the members at rank's place among those, one per block.
+/// Both empty when the blocks hold different numbers of members.
+struct ZeroSplitRanks {
+  std::vector<int> shard, cross;
+};
+ZeroSplitRanks zeroSplitOf(const std::vector<int> &ranks, int worldSize, int ngroups, int rank);
 
 /// Buffers `shards` held, piece for piece, by every rank of `group` (the same
 /// plan device in every data-parallel copy, and plan-level replicas): the
@@ -148,6 +162,7 @@ struct RankLayout {
   int planNgpus = 1, planDevice = 0; ///< the plan device this rank plays
   int dpSize = 1, dpRank = 0;        ///< data-parallel copies, and which one
   int zero = 0;                      ///< the plan's ZeRO stage
+  int zeroNgroups = 1;               ///< and its blocks of ranks
   std::vector<ShardSpec> shards;     ///< program arguments first, in this order
   std::vector<InputSpec> inputs;     ///< then these, then `device: Device`
   std::vector<int64_t> nodes;        ///< node ids this rank executes, in order
@@ -185,6 +200,7 @@ struct RankLayout {
 struct JobLayout {
   int planNgpus = 1, dpSize = 1, worldSize = 1;
   int zero = 0; ///< the plan's ZeRO stage
+  int zeroNgroups = 1; ///< ZeRO's blocks of ranks (plan.proto zero_ngroups)
   /// The partition pass's result; absent for plans on one device (plan_ngpus
   /// 1), which run every node whole.
   std::optional<transform::PartitionedGraph> partition;
@@ -204,7 +220,9 @@ struct JobLayout {
 /// and numbers the communication groups of every data-parallel copy: the
 /// adapters' groups first (copy by copy, adapter by adapter), then the
 /// gradient reducers' (a parameter slice's holders in every copy), then the
-/// buffers' (a buffer piece's holders in every copy, when more than one). Errors:
+/// buffers' (a buffer piece's holders in every copy, when more than one), then
+/// under ZeRO in blocks each reducer group's per-block shard groups (of more
+/// than one rank) and cross-block groups. Errors:
 /// the partition pass's, and an adapter whose collective members are not in
 /// ascending device order (all_reduce groups are reordered freely).
 Expected<JobLayout> layoutJob(const ir::Graph &graph, const proto::Plan &plan);

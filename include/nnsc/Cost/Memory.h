@@ -37,6 +37,9 @@ struct MemoryOptions {
   int zero = 0;   ///< ZeRO stage: 1 shards optimizer states (and masters) over the
                   ///< data-parallel group, 2 also gradients, 3 also parameters
   int dpSize = 1; ///< data-parallel copies (runtime_ngpus / plan_ngpus)
+  /// ZeRO in blocks (plan zero_ngroups): states shard over dpSize / zeroNgroups
+  /// copies, the blocks hold replicas.
+  int zeroNgroups = 1;
 };
 
 /// Bytes of optimizer state per trainable element: sgd 0, momentum 4, adam

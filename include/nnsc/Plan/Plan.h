@@ -53,6 +53,11 @@ struct PlanOptions {
   /// ZeRO stage over the data-parallel copies (docs/zero.md); -1: not given
   /// (a plan file's `zero`, else 0).
   int zero = -1;
+  /// ZeRO inside blocks of runtimeNgpus / zeroNgroups consecutive ranks,
+  /// replicated over the blocks (plan.proto zero_ngroups); -1: not given (a
+  /// plan file's `zero_ngroups`, else 1). More than 1 needs zero >= 1 and
+  /// data-parallel copies divisible by it.
+  int zeroNgroups = -1;
   /// The autodist policy's search (lib/AutoDist lives above Plan: it prices
   /// plans with the partition pass): the tool supplies it; policy "autodist"
   /// without it is an error.
@@ -102,6 +107,11 @@ uint64_t graphFingerprint(const ir::Graph &graph);
 /// Checks what a plan must satisfy on its own: a known format version,
 /// plan_ngpus >= 1, runtime_ngpus a positive multiple of it, micro_batches >= 1.
 Status checkPlanEnvelope(const proto::Plan &plan);
+
+/// ZeRO in blocks (zero_ngroups > 1) needs ZeRO on and whole data-parallel
+/// copies in every block: copies (runtime_ngpus / plan_ngpus) divisible by
+/// zero_ngroups. The message names both counts, without a prefix.
+Status checkZeroNgroups(const proto::Plan &plan);
 
 /// Checks that `plan` fits `graph`: format version, device counts
 /// (runtime_ngpus a positive multiple of plan_ngpus), one NodePlan per node

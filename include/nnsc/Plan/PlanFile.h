@@ -4,7 +4,8 @@
 ///
 ///   plan_ngpus: 2            # optional; --plan-ngpus must agree
 ///   default: follow          # replicate (default) | follow
-///   zero: 1                  # optional ZeRO stage (0 | 1); --zero must agree
+///   zero: 1                  # optional ZeRO stage (0 | 1 | 2); --zero must agree
+///   zero_ngroups: 2          # optional: ZeRO inside 2 blocks of ranks (plan.proto)
 ///   rules:                   # the first rule that matches a node wins
 ///     - module: transformer.h.*.attn.c_attn   # glob(s) over module paths
 ///       op: aten::linear                      # glob(s) over op names
@@ -99,6 +100,7 @@ struct PlanFile {
   std::string text;  ///< for error snippets
   int planNgpus = 0; ///< 0: not given
   int zero = -1;     ///< ZeRO stage; -1: not given
+  int zeroNgroups = -1; ///< ZeRO's blocks of ranks; -1: not given
   RuleAction defaultAction = RuleAction::Replicate;
   std::vector<PlanRule> rules;
   std::vector<InputRule> inputs;

@@ -27,6 +27,7 @@ struct CheckpointMeta {
   std::string configHash;
   int rank = 0, worldSize = 1, dpSize = 1, dpRank = 0, planNgpus = 1;
   int zero = 0; ///< ZeRO stage of the run: 1 stores optimizer states as owned pieces
+  int zeroNgroups = 1; ///< ZeRO's blocks of ranks (plan zero_ngroups): pieces repeat per block
   std::string modelName;
   std::vector<ShardInfo> shards;
   /// fp16 runs: the dynamic loss scale, so a resume scales as the run would.

@@ -35,6 +35,16 @@
 /// whatever the reduction's dtype. So a rank holds its range of the gradients
 /// plus the few buckets on the wire, instead of all of them. After a failed
 /// wait nothing more is sent or waited for; finish() returns the error.
+///
+/// ZeRO in blocks (`cross`, nnScaler's zero_ngroups): `group` is the
+/// reducer's ranks in this rank's block, and `cross` those at its place in
+/// every block. A bucket is reduce-scattered inside the block, then its shard
+/// all-reduced over `cross`: every block ends with the same shards (the
+/// optimizer's states are replicated over the blocks, sharded inside them),
+/// and the parameters' all-gather stays in the block. The cross sum of a
+/// ZeRO-1 bucket goes out once its reduce-scatter is in (all of them waited
+/// for in order, then the sums); ZeRO-2 waits for it where it waits for the
+/// reduce-scatter.
 
 #include <chrono>
 #include <cstdint>
@@ -60,12 +70,13 @@ public:
   /// theirs for messages. The reduced gradients are the sums over the group
   /// divided by `divisor` when it is > 0, else by the group size when
   /// `average`, else left as sums. `scatter`: ZeRO-1 (above), `shardGrads`
-  /// with it: ZeRO-2. Installs the hooks; the Reducer must outlive every
-  /// backward pass over them.
+  /// with it: ZeRO-2, `cross` with it: ZeRO in blocks (`average` then divides
+  /// by both groups' sizes). Installs the hooks; the Reducer must outlive
+  /// every backward pass over them.
   Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
           std::vector<std::string> names, int64_t bucketBytes, bool average,
           std::chrono::milliseconds timeout, int64_t divisor = 0, bool scatter = false,
-          bool shardGrads = false);
+          bool shardGrads = false, std::shared_ptr<CommBackend> cross = nullptr);
   ~Reducer();
   Reducer(const Reducer &) = delete;
   Reducer &operator=(const Reducer &) = delete;
@@ -116,11 +127,14 @@ public:
   size_t numBuckets() const { return buckets_.size(); }
   /// Whether a step reduces anything (a group of one may still divide); a
   /// reducer that does not allocates no buckets.
-  bool reduces() const { return group_->size() > 1 || divisor_ != 1; }
+  bool reduces() const { return group_->size() > 1 || cross_ || divisor_ != 1; }
   bool scatters() const { return scatter_; }
   /// True after setMainGrads (mixed precision).
   bool hasMainGrads() const { return !mainGrads_.empty(); }
   CommBackend &group() const { return *group_; }
+  /// Ranks holding each element of gradShard() and of the optimizer's
+  /// states: one per block (1 without blocks).
+  int shardCopies() const { return cross_ ? cross_->size() : 1; }
   const std::vector<at::Tensor> &params() const { return params_; }
   const std::vector<std::string> &names() const { return names_; }
 
@@ -154,8 +168,10 @@ private:
     at::Tensor incoming; ///< ZeRO-2: a later micro-batch's range, added to shard
     ZeroBucketLayout zero;
     WorkPtr work;
+    bool crossing = false; ///< blocks: `work` is the shard's sum over cross_
   };
   Status waitBucket(size_t i, const char *what);
+  Status sumOverBlocks(size_t i);
   void buildBuckets(int64_t bucketBytes);
   void partitionBuckets();
   void installHooks();
@@ -171,6 +187,7 @@ private:
   at::Tensor &holder(size_t k) { return mainGrads_.empty() ? params_[k] : mainGrads_[k]; }
 
   std::shared_ptr<CommBackend> group_;
+  std::shared_ptr<CommBackend> cross_; ///< ZeRO in blocks, or null
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> mainGrads_; ///< masters of params_, or empty
   std::optional<at::ScalarType> flatDtype_;

@@ -49,7 +49,8 @@ public:
   void zeroGrad();
 
   /// This rank's sum of squares of its gradient shards, a float64 scalar
-  /// (no host synchronisation).
+  /// (no host synchronisation), divided by the ranks holding the same shards
+  /// (ZeRO in blocks: one per block), so the job's sum counts each once.
   at::Tensor gradSquareSum() const;
   /// Multiplies the gradient shards by `coef` (a scalar tensor).
   void scaleGrads(const at::Tensor &coef);
