@@ -46,6 +46,8 @@ cost::StepOptions stepOptionsOf(const proto::Plan &plan, const Options &options)
   step.memory.zero = plan.zero();
   step.memory.dpSize = plan.runtime_ngpus() / plan.plan_ngpus();
   step.memory.zeroNgroups = std::max(1, plan.zero_ngroups());
+  if (plan.zero() > 0 && plan.zero_ngroups() > 1)
+    step.zeroBlockRanks = plan.runtime_ngpus() / plan.zero_ngroups();
   return step;
 }
 
@@ -259,7 +261,7 @@ Expected<bool> wholeReducers(const ir::Graph &graph, const Probe &base,
                         before[static_cast<size_t>(i)] + within[p]});
     }
   }
-  auto reduce = cost::reduceTime(shards, cluster, step.bucketBytes);
+  auto reduce = cost::reduceTime(shards, cluster, step.bucketBytes, step.zeroBlockRanks);
   if (!reduce)
     return reduce.status();
   out.gradReduce = reduce->seconds;

@@ -348,7 +348,13 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
     return sec ? *sec / bucket : 0.0;
   };
   const double reduceInCopy = perByte(ranksOf(0, 1, n));
-  const double reduceOverCopies = perByte(ranksOf(0, n * s.stages, s.dp));
+  // ZeRO in blocks: over the copies of a block, then a block's share (1/g of
+  // the bytes) over the blocks.
+  const int blocks = zeroBlocks(options, s.zero), inBlock = s.dp / blocks;
+  const double reduceOverCopies =
+      blocks == 1 ? perByte(ranksOf(0, n * s.stages, s.dp))
+                  : perByte(ranksOf(0, n * s.stages, inBlock)) +
+                        perByte(ranksOf(0, n * s.stages * inBlock, blocks)) / inBlock;
 
   Raw raw;
   Built &b = raw.b;

@@ -102,11 +102,33 @@ std::vector<double> backwardSeconds(const StepInput &in, const Cluster &cluster,
   return backward;
 }
 
+// A bucket's reduction: one all-reduce over its ranks, or in ZeRO's blocks
+// one inside the first block (reduce-scatter and the parameters' all-gather)
+// and one of its shard over the blocks.
+Expected<double> bucketTime(const Bucket &b, const Cluster &cluster, int blockRanks) {
+  std::vector<int> block, cross;
+  for (int r : b.ranks)
+    if (blockRanks > 0 && r / blockRanks == b.ranks.front() / blockRanks)
+      block.push_back(r);
+  if (block.size() < 2 || block.size() == b.ranks.size())
+    return cluster.commTime(Collective::AllReduce, b.bytes, b.ranks);
+  for (size_t i = 0; i < b.ranks.size(); i += block.size())
+    cross.push_back(b.ranks[i]);
+  auto inside = cluster.commTime(Collective::AllReduce, b.bytes, block);
+  if (!inside)
+    return inside;
+  auto over = cluster.commTime(
+      Collective::AllReduce, (b.bytes + int64_t(block.size()) - 1) / int64_t(block.size()), cross);
+  if (!over)
+    return over;
+  return *inside + *over;
+}
+
 Expected<ReduceTime> reduceTime(const std::vector<ReadyShard> &shards, const Cluster &cluster,
-                                int64_t bucketBytes) {
+                                int64_t bucketBytes, int blockRanks) {
   ReduceTime r;
   for (const Bucket &b : buildBuckets(shards, bucketBytes)) {
-    auto t = cluster.commTime(Collective::AllReduce, b.bytes, b.ranks);
+    auto t = bucketTime(b, cluster, blockRanks);
     if (!t)
       return t.status();
     r.end = std::max(r.end, b.ready) + *t;
@@ -145,7 +167,7 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
   std::vector<ReadyShard> shards;
   for (const GradShard &g : in.grads)
     shards.push_back({g.tensor, g.bytes, g.ranks, readyAfter[static_cast<size_t>(g.firstReader)]});
-  auto reduce = reduceTime(shards, cluster, options.bucketBytes);
+  auto reduce = reduceTime(shards, cluster, options.bucketBytes, options.zeroBlockRanks);
   if (!reduce)
     return reduce.status();
   s.gradReduce = reduce->seconds;

@@ -266,6 +266,8 @@ estimateStep(const ir::Graph &graph, const proto::Plan &plan, const PartitionedG
   options.microBatches = std::max(1, plan.micro_batches());
   options.memory.zero = plan.zero();
   options.memory.zeroNgroups = std::max(1, plan.zero_ngroups());
+  if (plan.zero() > 0 && plan.zero_ngroups() > 1)
+    options.zeroBlockRanks = plan.runtime_ngpus() / plan.zero_ngroups();
   std::vector<cost::StepBreakdown> out;
   std::vector<cost::StepInput> inputs = stepInputs(graph, plan, pg, options.memory);
   for (const cost::StepInput &in : inputs) {

@@ -58,6 +58,10 @@ struct StepOptions {
   int microBatches = 1;
   int64_t bucketBytes = 25ll << 20;                ///< the runtime's reducer bucket size
   MemoryOptions memory;                            ///< optimizer and precision
+  /// ZeRO in blocks (memory.zeroNgroups > 1): ranks per block. A reducer's
+  /// bucket is then reduced inside a block and a block's share of it (1/g of
+  /// the bytes, g its ranks in the block) over the blocks. 0: no blocks.
+  int zeroBlockRanks = 0;
   ir::DType computeDType = ir::DType::Unspecified; ///< matmul dtype; Unspecified: the graph's
 };
 
@@ -111,7 +115,8 @@ struct ReduceTime {
   double end = 0;     ///< when the last one finishes, from the backward's start
   int buckets = 0;
 };
+/// `blockRanks`: StepOptions::zeroBlockRanks.
 Expected<ReduceTime> reduceTime(const std::vector<ReadyShard> &shards, const Cluster &cluster,
-                                int64_t bucketBytes);
+                                int64_t bucketBytes, int blockRanks = 0);
 
 } // namespace nnsc::cost

@@ -87,7 +87,7 @@ TEST_CASE("plan file errors point at the file position", "[plan][planfile]") {
   check("plan_ngpu: 2\nrules: []\n",
         "p.yaml:1:1: error: unknown key 'plan_ngpu' in the plan file; expected one of: default, "
         "inputs, micro_batches, plan_ngpus, recompute, rules, schedule, stages, virtual_stages, "
-        "zero");
+        "zero, zero_ngroups");
   check("rules:\n  - module: fc1\n    partition: {ident: n, nmu: 2}\n",
         "p.yaml:3:27: error: unknown key 'nmu' in a partition; expected one of: dim, ident, "
         "input, interleave, num");
