@@ -103,10 +103,10 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
     if (m.zero < 0 || m.zero > 2)
       return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 to 2", file,
                     m.zero);
+    NNSC_RETURN_IF_ERROR(checkCounts(m, file));
     if (m.zeroNgroups < 1 || m.zeroNgroups > m.worldSize)
       return errorf("{}: error: bad checkpoint metadata: zero_ngroups is {} for {} ranks", file,
                     m.zeroNgroups, m.worldSize);
-    NNSC_RETURN_IF_ERROR(checkCounts(m, file));
   } catch (const nlohmann::json::exception &ex) {
     return errorf("{}: error: bad checkpoint metadata: {}", file, ex.what());
   }
