@@ -66,6 +66,12 @@ def train_measured(b, cfg, run_dir, dp, extra, who="bench"):
             parts.group(1) if parts else "")
 
 
+def metrics_rows(run_dir):
+    """The rows of nnsc-run's metrics.jsonl in run_dir, as dicts."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
 def metrics_medians(run_dir, warmup, keys=("step_s",)):
     """The median of each of `keys` over nnsc-run's metrics.jsonl in run_dir, the first `warmup`
     steps left out."""

@@ -348,13 +348,16 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
     return sec ? *sec / bucket : 0.0;
   };
   const double reduceInCopy = perByte(ranksOf(0, 1, n));
-  // ZeRO in blocks: over the copies of a block, then a block's share (1/g of
-  // the bytes) over the blocks.
+  // ZeRO in blocks: over the copies of a block, then a block's share of the
+  // bucket over the blocks (1/g of it, g the weight's holders in the block).
   const int blocks = zeroBlocks(options, s.zero), inBlock = s.dp / blocks;
-  const double reduceOverCopies =
-      blocks == 1 ? perByte(ranksOf(0, n * s.stages, s.dp))
-                  : perByte(ranksOf(0, n * s.stages, inBlock)) +
-                        perByte(ranksOf(0, n * s.stages * inBlock, blocks)) / inBlock;
+  auto overCopies = [&](int holdersInCopy) {
+    if (blocks == 1)
+      return perByte(ranksOf(0, n * s.stages, s.dp));
+    return perByte(ranksOf(0, n * s.stages, inBlock)) +
+           perByte(ranksOf(0, n * s.stages * inBlock, blocks)) / (inBlock * holdersInCopy);
+  };
+  const double reduceOverCopies = overCopies(1), reduceReplicatedOverCopies = overCopies(n);
 
   Raw raw;
   Built &b = raw.b;
@@ -449,7 +452,9 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
         if (n > 1 && p.kind != 'D')
           opt.time += gradBytes * reduceInCopy;
         // ZeRO-2 reduces every micro-batch's gradients, the others once a step.
-        opt.time += gradBytes * reduceOverCopies * (s.zero >= 2 ? micro : 1);
+        opt.time += gradBytes *
+                    (n > 1 && p.kind != 'D' ? reduceReplicatedOverCopies : reduceOverCopies) *
+                    (s.zero >= 2 ? micro : 1);
       }
       if (!s.weight.empty()) {
         opt.time *= s.weight[k];

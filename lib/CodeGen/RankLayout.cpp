@@ -217,6 +217,10 @@ Status splitReducers(const JobLayout &job, RankLayout &layout) {
     if (split.shard.size() > 1) {
       spec.zeroShardGroup = job.groupId(split.shard);
       spec.zeroCrossGroup = job.groupId(split.cross);
+      if (spec.zeroShardGroup < 0 || spec.zeroCrossGroup < 0)
+        return Status::internal(fmt::format("error: no ZeRO block groups [{}] and [{}] for rank {}",
+                                            fmt::join(split.shard, ", "),
+                                            fmt::join(split.cross, ", "), layout.rank));
     }
   }
   return Status::ok();

@@ -133,7 +133,7 @@ Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &option
   if (options.zeroNgroups >= 0) // so was its `zero_ngroups`
     plan->set_zero_ngroups(options.zeroNgroups);
   if (Status groups = checkZeroNgroups(*plan); !groups)
-    return Status::error("error: --zero-ngroups: " + groups.message());
+    return Status::error("error: " + groups.message());
   Status st = validatePlan(*plan, graph);
   if (!st)
     return Status::internal(

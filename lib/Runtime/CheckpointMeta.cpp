@@ -104,9 +104,10 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
       return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 to 2", file,
                     m.zero);
     NNSC_RETURN_IF_ERROR(checkCounts(m, file));
-    if (m.zeroNgroups < 1 || m.zeroNgroups > m.worldSize)
-      return errorf("{}: error: bad checkpoint metadata: zero_ngroups is {} for {} ranks", file,
-                    m.zeroNgroups, m.worldSize);
+    if (m.zeroNgroups < 1 || m.zeroNgroups > m.worldSize || m.dpSize % m.zeroNgroups != 0)
+      return errorf("{}: error: bad checkpoint metadata: zero_ngroups is {} for {} ranks ({} "
+                    "data-parallel)",
+                    file, m.zeroNgroups, m.worldSize, m.dpSize);
   } catch (const nlohmann::json::exception &ex) {
     return errorf("{}: error: bad checkpoint metadata: {}", file, ex.what());
   }

@@ -114,11 +114,28 @@ bool zeroShards(const TrainerState &s) { return s.manifest.zero() > 0 && !s.zero
 // into its float32 buckets and keeps its shard); with several they hold the
 // earlier micro-batches'.
 double mainGradBytes(const TrainerState &s) {
-  // ZeRO-2 reduces every micro-batch into its shard: none form either.
-  if (!mixed(s) ||
-      (zeroShards(s) && (s.config.train.gradAccumulation == 1 || s.manifest.zero() >= 2)))
+  if (!mixed(s))
     return 0;
-  return 4 * estimateOf(s).trainable_elements();
+  const double all = 4 * estimateOf(s).trainable_elements();
+  // ZeRO-2 reduces every micro-batch into its shard: none form either.
+  if (!zeroShards(s) || (s.config.train.gradAccumulation > 1 && s.manifest.zero() < 2) ||
+      s.reducers.size() != size_t(s.manifest.reducers_size()))
+    return all;
+  // Only the reducers that shard; one whose rank is alone in its ZeRO block
+  // (zero_ngroups) all-reduces into float32 main grads as without ZeRO.
+  std::vector<double> elements(s.reducers.size(), 0.0);
+  for (const proto::Shard &sh : s.manifest.shards())
+    if (sh.reducer() >= 0 && sh.reducer() < s.manifest.reducers_size()) {
+      double n = 1;
+      for (int64_t d : sh.shape())
+        n *= static_cast<double>(d);
+      elements[static_cast<size_t>(sh.reducer())] += n;
+    }
+  double sharded = 0;
+  for (size_t r = 0; r < s.reducers.size(); ++r)
+    if (s.reducers[r]->scatters())
+      sharded += 4 * elements[r];
+  return std::max(0.0, all - sharded);
 }
 
 // Whether the reducers hold the gradients in their buckets (Reducer.h's

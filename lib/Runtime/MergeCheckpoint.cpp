@@ -213,7 +213,7 @@ Status collectCheckpoint(const std::string &dir, int rank, const std::string &ma
                     s.originalName);
     out.push_back({s, it->second, rank});
   }
-  optim.push_back({rank, table, state->optimizer});
+  optim.push_back({rank, table, state->optimizer, state->meta.zeroNgroups});
   meta = state->meta;
   return Status::ok();
 }

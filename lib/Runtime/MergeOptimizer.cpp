@@ -1,6 +1,7 @@
 // nnsc-merge-ckpt's optimizer part: whole-parameter optimizer states from
 // every rank's (possibly ZeRO-partitioned) shard states.
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <tuple>
 
@@ -71,6 +72,14 @@ Status addStep(std::map<std::string, at::Tensor> &steps, const ShardInfo &info, 
   return Status::ok();
 }
 
+// Equal bit for bit (a NaN equals itself).
+bool sameBits(const at::Tensor &a, const at::Tensor &b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type())
+    return false;
+  at::Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
 } // namespace
 
 std::string optimizerFileOf(const std::string &mergedFile) {
@@ -114,8 +123,10 @@ assembleOptimizerStates(const std::vector<RankOptimizerState> &ranks) {
       z.rank = r.rank;
       // ZeRO in blocks (zero_ngroups): every block holds the same pieces.
       auto [held, fresh] = z.byOffset.emplace(k->offset, std::make_pair(value, r.rank));
-      if (!fresh &&
-          !(held->second.first.sizes() == value.sizes() && at::equal(held->second.first, value)))
+      if (!fresh && r.zeroNgroups <= 1)
+        return errorf("error: two ranks hold the ZeRO piece at {} of {} of '{}' (rank {})",
+                      k->offset, k->field, info.originalName, r.rank);
+      if (!fresh && !sameBits(held->second.first, value))
         return errorf("error: ranks {} and {} hold different ZeRO pieces at {} of {} of '{}'",
                       held->second.second, r.rank, k->offset, k->field, info.originalName);
     }

@@ -159,6 +159,7 @@ void Reducer::prepare(bool reduce) {
   std::fill(armed_.begin(), armed_.end(), active_);
   nextLaunch_ = 0;
   nextComplete_ = 0;
+  nextCrossed_ = 0;
   deferred_ = Status::ok();
   std::fill(seen_.begin(), seen_.end(), false);
   for (auto &b : buckets_) {
@@ -191,6 +192,8 @@ void Reducer::markReady(size_t k) {
     launch(buckets_[nextLaunch_++]);
   if (shardGrads_)
     drainTo(kZero2InFlight);
+  else if (cross_)
+    crossTo(kZero2InFlight);
 }
 
 namespace {
@@ -235,11 +238,16 @@ void Reducer::launch(Bucket &b) {
     if (!mainGrads_.empty() && mainGrads_[b.members[j]].grad().defined())
       slot.add_(mainGrads_[b.members[j]].grad().reshape({-1}));
   }
-  if (dividesFirst(b.flat, divisor_))
+  b.dividedFirst = dividesFirst(b.flat, divisor_);
+  if (b.dividedFirst)
     b.flat.narrow(0, 0, b.numel).div_(divisor_);
   if (!scatter_) {
     std::vector<at::Tensor> tensors{b.flat};
     b.work = group_->allReduce(tensors);
+    return;
+  }
+  if (!deferred_.isOk()) { // blocks: a wait failed, nothing more goes on the wire
+    b.work = Work::finished(deferred_);
     return;
   }
   // The padding sums as zeros (gatherParams may have written over it).
@@ -275,7 +283,8 @@ void Reducer::launchSharded(Bucket &b) {
     return;
   }
   b.flat.narrow(0, b.numel, b.zero.padded - b.numel).zero_();
-  if (dividesFirst(b.flat, divisor_))
+  b.dividedFirst = dividesFirst(b.flat, divisor_);
+  if (b.dividedFirst)
     b.flat.narrow(0, 0, b.numel).div_(divisor_);
   // Straight into the shard when it is empty and of the flat's dtype.
   if (shardsHold_ || b.shard.scalar_type() != b.flat.scalar_type())
@@ -284,23 +293,19 @@ void Reducer::launchSharded(Bucket &b) {
   b.work = group_->reduceScatter(chunks, b.incoming.defined() ? b.incoming : b.shard);
 }
 
-// ZeRO-2: waits for bucket i, divides what arrived and adds it to the shard
-// (or writes it there, the step's first), and releases the flat. After a
-// failure nothing more is waited for (each wait would take the whole
-// timeout), and the buffers stay: the device may still be reading them.
+// ZeRO-2: waits for bucket i (in blocks: its sum over the blocks), divides
+// what arrived and adds it to the shard (or writes it there, the step's
+// first), and releases the flat. After a failure nothing more is waited for
+// (each wait would take the whole timeout), and the buffers stay: the device
+// may still be reading them.
 Status Reducer::complete(size_t i) {
   Bucket &b = buckets_[i];
   Status st = deferred_.isOk() ? waitBucket(i, "gradient reducer") : deferred_;
-  if (st.isOk() && cross_) {
-    st = sumOverBlocks(i);
-    if (st.isOk())
-      st = waitBucket(i, "gradient reducer");
-  }
   if (!st.isOk())
     return st;
   at::NoGradGuard noGrad;
   at::Tensor &got = b.incoming.defined() ? b.incoming : b.shard;
-  if (divisor_ != 1 && !dividesFirst(b.flat, divisor_))
+  if (divisor_ != 1 && !b.dividedFirst)
     got.div_(divisor_);
   if (b.incoming.defined() && shardsHold_)
     b.shard.add_(b.incoming);
@@ -316,7 +321,10 @@ Status Reducer::complete(size_t i) {
 // ZeRO-2, inside backward: completes buckets until at most `keep` are in
 // flight; a failure is kept for finish() to report.
 void Reducer::drainTo(size_t keep) {
-  while (nextLaunch_ - nextComplete_ > keep) {
+  if (cross_)
+    crossTo(keep);
+  const size_t sent = cross_ ? nextCrossed_ : nextLaunch_;
+  while (sent - nextComplete_ > keep) {
     Status st = complete(nextComplete_++);
     if (!st.isOk() && deferred_.isOk())
       deferred_ = std::move(st);
@@ -338,12 +346,30 @@ Status Reducer::waitBucket(size_t i, const char *what) {
 
 // ZeRO in blocks, after bucket i's reduce-scatter inside the block: its
 // shard (ZeRO-2: what arrived) summed over the blocks.
-Status Reducer::sumOverBlocks(size_t i) {
+void Reducer::sumOverBlocks(size_t i) {
   Bucket &b = buckets_[i];
   std::vector<at::Tensor> tensors{b.incoming.defined() ? b.incoming : b.shard};
   b.work = cross_->allReduce(tensors);
   b.crossing = true;
-  return Status::ok();
+}
+
+// ZeRO in blocks, inside backward: waits for the reduce-scatters of all but
+// the last `keep` buckets launched and sends their sums over the blocks
+// (ZeRO-2 no longer needs the flat then). A failure is kept for finish(),
+// and nothing more is sent.
+void Reducer::crossTo(size_t keep) {
+  while (nextLaunch_ - nextCrossed_ > keep) {
+    size_t i = nextCrossed_++;
+    Status st = deferred_.isOk() ? waitBucket(i, "gradient reducer") : deferred_;
+    if (!st.isOk()) {
+      if (deferred_.isOk())
+        deferred_ = std::move(st);
+      continue;
+    }
+    sumOverBlocks(i);
+    if (shardGrads_)
+      buckets_[i].flat = at::Tensor();
+  }
 }
 
 Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
@@ -411,6 +437,8 @@ Status Reducer::finish() {
     launch(buckets_[nextLaunch_++]);
     if (shardGrads_) // buckets whose gradients never came: still two at a time
       drainTo(kZero2InFlight);
+    else if (cross_)
+      crossTo(kZero2InFlight);
   }
   active_ = false;
   std::fill(armed_.begin(), armed_.end(), false);
@@ -423,11 +451,10 @@ Status Reducer::finish() {
     return Status::ok();
   }
   at::NoGradGuard noGrad;
-  // In blocks: every bucket's reduce-scatter waited for in order and its
-  // shard's sum over the blocks sent, then the sums waited for below.
-  for (size_t i = 0; cross_ && i < buckets_.size(); ++i) {
-    NNSC_RETURN_IF_ERROR(waitBucket(i, "gradient reducer"));
-    NNSC_RETURN_IF_ERROR(sumOverBlocks(i));
+  if (cross_) { // the last sums over the blocks sent; all of them waited for below
+    crossTo(0);
+    if (Status st = std::exchange(deferred_, Status::ok()); !st.isOk())
+      return st;
   }
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];

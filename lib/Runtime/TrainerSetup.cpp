@@ -175,11 +175,18 @@ Expected<GroupPair> zeroSplitGroups(const TrainerState &s, int reducer,
   if (split.shard_group() < 0)
     return GroupPair{};
   GroupPair out{s.comm->group(split.shard_group()), s.comm->group(split.cross_group())};
-  if (!out.first || !out.second)
+  if (split.cross_group() < 0 || !out.first || !out.second)
     return errorf("rank{}.pb: error: reducer {}'s ZeRO blocks use groups {} and {}, and this "
                   "rank is not in {}",
                   s.env.rank, reducer, split.shard_group(), split.cross_group(),
                   out.first ? split.cross_group() : split.shard_group());
+  // Inside a block times over the blocks: the reducer's group, no more or less.
+  int whole = s.comm->group(s.manifest.reducers(reducer).group())->size();
+  if (out.first->size() * out.second->size() != whole)
+    return errorf("rank{}.pb: error: reducer {}'s ZeRO groups {} ({} ranks) and {} ({}) do not "
+                  "cover its group of {} ranks",
+                  s.env.rank, reducer, split.shard_group(), out.first->size(), split.cross_group(),
+                  out.second->size(), whole);
   return out;
 }
 

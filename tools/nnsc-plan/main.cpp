@@ -311,6 +311,20 @@ static int toolMain(int argc, char **argv) {
     ad.planNgpus = opts.planNgpus;
     ad.microBatches = opts.microBatches;
     ad.zero = opts.zero;
+    // Checked here: the plan carries the blocks the search kept (below).
+    if (opts.zeroNgroups == 0 || opts.zeroNgroups < -1 ||
+        (opts.zeroNgroups > 1 && opts.zero == 0)) {
+      std::cerr << (opts.zeroNgroups > 1
+                        ? nnsc::errorf("error: --zero-ngroups {} with --zero 0: the blocks shard "
+                                       "ZeRO's states; pass --zero 1, 2 or auto",
+                                       opts.zeroNgroups)
+                        : nnsc::errorf("error: impossible --zero-ngroups {}; expected a positive "
+                                       "number of blocks",
+                                       opts.zeroNgroups))
+                       .message()
+                << '\n';
+      return 1;
+    }
     ad.zeroNgroups = std::max(1, opts.zeroNgroups);
     ad.memory = printOptions.memory;
     ad.graphPath = input;

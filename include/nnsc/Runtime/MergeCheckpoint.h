@@ -67,6 +67,9 @@ struct RankOptimizerState {
   int rank = 0;
   std::vector<ShardInfo> table;
   std::map<std::string, at::Tensor> state; ///< Optimizer/ZeroOptimizer::state() keys
+  /// ZeRO's blocks of ranks in the run (CheckpointMeta::zeroNgroups): above 1,
+  /// every block holds the same pieces, which must then be equal bit for bit.
+  int zeroNgroups = 1;
 };
 
 /// Reassembles the optimizer states of all ranks into whole-parameter

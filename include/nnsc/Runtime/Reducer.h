@@ -41,10 +41,10 @@
 /// every block. A bucket is reduce-scattered inside the block, then its shard
 /// all-reduced over `cross`: every block ends with the same shards (the
 /// optimizer's states are replicated over the blocks, sharded inside them),
-/// and the parameters' all-gather stays in the block. The cross sum of a
-/// ZeRO-1 bucket goes out once its reduce-scatter is in (all of them waited
-/// for in order, then the sums); ZeRO-2 waits for it where it waits for the
-/// reduce-scatter.
+/// and the parameters' all-gather stays in the block. Inside backward, once
+/// more than kZero2InFlight reduce-scatters are under way, the oldest is
+/// waited for and its cross sum sent (ZeRO-2 frees the bucket's flat there);
+/// ZeRO-2 waits for a cross sum once kZero2InFlight more are under way.
 
 #include <chrono>
 #include <cstdint>
@@ -169,9 +169,10 @@ private:
     ZeroBucketLayout zero;
     WorkPtr work;
     bool crossing = false; ///< blocks: `work` is the shard's sum over cross_
+    bool dividedFirst = false; ///< the flat was divided before its reduction
   };
   Status waitBucket(size_t i, const char *what);
-  Status sumOverBlocks(size_t i);
+  void sumOverBlocks(size_t i);
   void buildBuckets(int64_t bucketBytes);
   void partitionBuckets();
   void installHooks();
@@ -180,6 +181,7 @@ private:
   void launchSharded(Bucket &b);
   Status complete(size_t i);
   void drainTo(size_t keep);
+  void crossTo(size_t keep);
   void bindViews();
   at::TensorOptions flatOptions(const Bucket &b) const;
   /// The tensor whose .grad holds params_[k]'s reduced gradient: the param,
@@ -208,6 +210,7 @@ private:
   bool shardGrads_ = false; ///< ZeRO-2
   bool shardsHold_ = false; ///< ZeRO-2: gradShard() holds this step's earlier micro-batches
   size_t nextComplete_ = 0; ///< ZeRO-2: buckets before this one are reduced and released
+  size_t nextCrossed_ = 0;  ///< blocks: buckets before this one are summed over cross_
   Status deferred_;         ///< ZeRO-2: the first failure of a wait inside backward
 };
 

@@ -93,7 +93,12 @@ TEST_CASE("checkpoint metadata bounds the counts a resume or a merge loops over"
 // ZeRO in blocks: zero_ngroups is written only above 1, read back, and bounded by
 // the ranks.
 TEST_CASE("checkpoint metadata records ZeRO's blocks", "[checkpoint][zero]") {
-  std::string text = metaWith("2", "", "", "4");
+  auto fourCopies = [] {
+    std::string t = metaWith("2", "", "", "4");
+    t.replace(t.find(R"("dp_size": 1)"), 12, R"("dp_size": 4)");
+    return t;
+  };
+  std::string text = fourCopies();
   text.insert(1, R"("zero": 1, "zero_ngroups": 2, )");
   auto meta = rt::parseCheckpointMeta(text, "ck/rank0.json");
   REQUIRE(meta);
@@ -102,11 +107,14 @@ TEST_CASE("checkpoint metadata records ZeRO's blocks", "[checkpoint][zero]") {
   meta->zeroNgroups = 1;
   CHECK_THAT(rt::checkpointMetaText(*meta), !Catch::Matchers::ContainsSubstring("zero_ngroups"));
   CHECK(rt::parseCheckpointMeta(metaWith("2", "", "", "4"), "r.json")->zeroNgroups == 1);
-  std::string bad = metaWith("2", "", "", "4");
+  std::string bad = fourCopies();
   bad.insert(1, R"("zero": 1, "zero_ngroups": 8, )");
   auto refused = rt::parseCheckpointMeta(bad, "ck/rank0.json");
   REQUIRE_FALSE(refused);
   CHECK_THAT(refused.status().message(),
              Catch::Matchers::ContainsSubstring(
                  "ck/rank0.json: error: bad checkpoint metadata: zero_ngroups is 8 for 4 ranks"));
+  std::string uneven = fourCopies();
+  uneven.insert(1, R"("zero": 1, "zero_ngroups": 3, )");
+  CHECK_FALSE(rt::parseCheckpointMeta(uneven, "ck/rank0.json"));
 }

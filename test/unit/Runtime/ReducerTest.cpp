@@ -423,6 +423,94 @@ TEST_CASE("ZeRO-2 reduces every micro-batch into the shards and keeps no gradien
   runOnTwoRanks("reducer worker: ZeRO-2");
 }
 
+// ZeRO in blocks on 4 ranks, 2 blocks of 2: group 1 every rank, 2 and 3 the
+// blocks, 4 and 5 the ranks at the same place in each. Five one-weight
+// buckets, so that backward sends cross sums (more than 2 reduce-scatters
+// under way) and ZeRO-2 waits for them; two micro-batches a step. Each
+// rank's shard must be its range of the mean over all 4 ranks of the
+// step's gradients, the parameters gathered from the shards the same in
+// every block.
+TEST_CASE("reducer worker: ZeRO in blocks", "[.worker]") {
+  if (!test::isWorker())
+    return;
+  std::unique_ptr<CommWorld> world = test::joinWorld();
+  REQUIRE(world->size() == 4);
+  const int r = world->rank(), n = 4;
+  NNSC_REQUIRE_OK(
+      world->addGroups({{1, {0, 1, 2, 3}}, {2, {0, 1}}, {3, {2, 3}}, {4, {0, 2}}, {5, {1, 3}}}));
+  auto block = world->group(r < 2 ? 2 : 3), cross = world->group(r % 2 == 0 ? 4 : 5);
+  const std::vector<std::vector<int64_t>> shapes{{5}, {4}, {3, 2}, {7}, {4}};
+  for (bool zero2 : {false, true}) {
+    CAPTURE(zero2);
+    std::vector<at::Tensor> ps;
+    for (const auto &shape : shapes)
+      ps.push_back(at::zeros(shape).requires_grad_(true));
+    Reducer reducer(block, ps, {"a", "b", "c", "d", "e"}, /*bucketBytes=*/16, /*average=*/true,
+                    test::workerTimeout(), /*divisor=*/0, /*scatter=*/true, zero2, cross);
+    REQUIRE(reducer.numBuckets() == 5);
+    CHECK(reducer.shardCopies() == 2);
+    for (int step = 0; step < 2; ++step) {
+      CAPTURE(step);
+      for (int micro = 0; micro < 2; ++micro) {
+        reducer.prepare(zero2 || micro == 1);
+        at::Tensor loss = at::zeros({});
+        for (size_t i = 0; i < ps.size(); ++i)
+          loss = loss + (ps[i] * weight(r + int(i), 2 * step + micro, ps[i].sizes())).sum();
+        loss.backward();
+        if (zero2 && micro == 0)
+          NNSC_REQUIRE_OK(reducer.finish());
+      }
+      NNSC_REQUIRE_OK(reducer.finish());
+      for (size_t b = 0; b < reducer.numBuckets(); ++b) {
+        CAPTURE(b);
+        // The bucket's flat of the mean of the step's gradients, padded.
+        const ZeroBucketLayout &z = reducer.zeroLayout(b);
+        at::Tensor flat = at::zeros({z.padded});
+        int64_t offset = 0;
+        for (size_t m : reducer.bucketMembers(b)) {
+          at::Tensor mean = at::zeros(ps[m].sizes());
+          for (int k = 0; k < n; ++k)
+            for (int micro = 0; micro < 2; ++micro)
+              mean = mean + weight(k + int(m), 2 * step + micro, ps[m].sizes()) / n;
+          flat.narrow(0, offset, mean.numel()).copy_(mean.reshape({-1}));
+          offset += mean.numel();
+        }
+        CHECK(z.shardNumel == (z.padded + 1) / 2);
+        CHECK(at::allclose(reducer.gradShard(b), flat.narrow(0, z.shardBegin, z.shardNumel), 1e-5,
+                           1e-6));
+      }
+      std::vector<at::Tensor> owned;
+      for (size_t b = 0; b < reducer.numBuckets(); ++b)
+        owned.push_back(reducer.gradShard(b).clone());
+      NNSC_REQUIRE_OK(reducer.gatherParams(owned));
+      // Every rank now holds the whole mean gradient as its parameters.
+      for (auto &p : ps) {
+        std::vector<at::Tensor> all{p.detach().clone()};
+        NNSC_REQUIRE_OK(world->group(1)->allReduce(all)->wait());
+        CHECK(at::allclose(all[0] / n, p.detach(), 1e-6, 1e-7));
+      }
+      if (zero2)
+        reducer.clearGradShards();
+      else
+        for (auto &p : ps)
+          p.mutable_grad().zero_();
+    }
+  }
+  NNSC_REQUIRE_OK(world->world().barrier()->wait());
+}
+
+TEST_CASE("ZeRO in blocks sums the shards over the blocks", "[runtime][reducer]") {
+  int port = test::freePort();
+  std::vector<std::map<std::string, std::string>> env;
+  for (int r = 0; r < 4; ++r)
+    env.push_back(test::torchrunEnv(r, 4, port, /*agentStore=*/false));
+  for (const auto &result :
+       test::runWorkers("reducer worker: ZeRO in blocks", env, std::chrono::seconds(120))) {
+    INFO(result.log);
+    CHECK(result.status == 0);
+  }
+}
+
 namespace {
 
 // A group of 2 in which this process is rank 0 and its peer never answers
