@@ -75,7 +75,7 @@ def predict(args):
                     args.zero, n, cost)
         red = re.search(r"grad all-reduce ([0-9.]+ [mu]?s) in \d+ buckets?, ([0-9.]+ [mu]?s) "
                         r"exposed", text)
-        opt = re.search(r"device 0: params [^,]*, grads [^,]*, optimizer ([0-9.]+ [KMG]iB)", text)
+        opt = re.search(r"device 0: params .*?, optimizer ([0-9.]+ [KMG]iB)", text)
         seconds = seconds_of(red.group(1))
         base = base or seconds
         print(f"{n:>8} {args.predict_ranks // n:>6} {red.group(1):>15} {red.group(2):>10} "
