@@ -319,7 +319,8 @@ Status Reducer::complete(size_t i) {
 }
 
 // ZeRO-2, inside backward: completes buckets until at most `keep` are in
-// flight; a failure is kept for finish() to report.
+// flight (in blocks: `keep` reduce-scatters and `keep` sums over the blocks);
+// a failure is kept for finish() to report.
 void Reducer::drainTo(size_t keep) {
   if (cross_)
     crossTo(keep);
@@ -459,7 +460,7 @@ Status Reducer::finish() {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket &b = buckets_[i];
     NNSC_RETURN_IF_ERROR(waitBucket(i, "gradient reducer"));
-    const bool divided = dividesFirst(b.flat, divisor_);
+    const bool divided = b.dividedFirst;
     if (scatter_) {
       if (divisor_ != 1 && !divided)
         b.shard.div_(divisor_);

@@ -211,7 +211,7 @@ private:
   bool shardsHold_ = false; ///< ZeRO-2: gradShard() holds this step's earlier micro-batches
   size_t nextComplete_ = 0; ///< ZeRO-2: buckets before this one are reduced and released
   size_t nextCrossed_ = 0;  ///< blocks: buckets before this one are summed over cross_
-  Status deferred_;         ///< ZeRO-2: the first failure of a wait inside backward
+  Status deferred_;         ///< ZeRO-2 or blocks: the first failure of a wait inside backward
 };
 
 } // namespace nnsc::rt

@@ -577,3 +577,74 @@ TEST_CASE("ZeRO-2 reports a failed wait from backward and sends nothing after it
   for (size_t b = 0; b < reducer.numBuckets(); ++b) // this rank's half of ones, averaged
     CHECK(at::equal(reducer.gradShard(b), at::full({2}, 0.5)));
 }
+
+namespace {
+
+// The other block's rank at this rank's place, as a group of 2 whose peer
+// sends zeros and never answers the `failAt`-th all-reduce (0: none fails).
+class FailingCross : public CommBackend {
+public:
+  FailingCross() : CommBackend(GroupInfo{2, {0, 2}, 0, kDefaultCommTimeout}) {}
+  std::string name() const override { return "fake"; }
+  int calls = 0, failAt = 0;
+
+protected:
+  WorkPtr doAllReduce(std::vector<at::Tensor> &, ReduceOp) override {
+    if (++calls == failAt)
+      return Work::finished(Status::error("the other block is gone"));
+    return Work::finished(Status::ok());
+  }
+};
+
+} // namespace
+
+// ZeRO in blocks when a sum over the blocks fails: finish() names it and the
+// bucket; ZeRO-2 sees it inside backward (2 buckets after it) and sends
+// nothing more over the blocks; the next step reduces as if nothing happened.
+TEST_CASE("ZeRO in blocks reports a failed sum over the blocks", "[runtime][reducer]") {
+  for (bool zero2 : {false, true}) {
+    CAPTURE(zero2);
+    auto block = std::make_shared<FailingPeer>();
+    auto cross = std::make_shared<FailingCross>();
+    std::vector<at::Tensor> ps;
+    std::vector<std::string> names;
+    for (int k = 0; k < 5; ++k) {
+      ps.push_back(at::zeros({4}).requires_grad_(true));
+      names.push_back(fmt::format("w{}", k));
+    }
+    Reducer reducer(block, ps, names, /*bucketBytes=*/16, /*average=*/true,
+                    std::chrono::milliseconds(1000), /*divisor=*/0, /*scatter=*/true, zero2, cross);
+    REQUIRE(reducer.numBuckets() == 5);
+    auto backwardInBucketOrder = [&] {
+      reducer.prepare(true);
+      for (int k = 4; k >= 0; --k)
+        (ps[size_t(k)] * 1.0).sum().backward();
+    };
+    cross->failAt = 1;
+    backwardInBucketOrder();
+    // Backward sent the sums of buckets 0-2 (each once 2 more reduce-scatters
+    // were under way); ZeRO-2 waited for bucket 0's there.
+    CHECK(cross->calls == 3);
+    Status st = reducer.finish();
+    REQUIRE_FALSE(st.isOk());
+    CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring(
+                                 "gradient reducer (the sum over the ZeRO blocks) on"));
+    CHECK_THAT(st.message(),
+               Catch::Matchers::ContainsSubstring("bucket 0 of 5 (first tensor 'w4')"));
+    CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("the other block is gone"));
+    // ZeRO-2 stops sending once it has seen the failure; ZeRO-1 sees it in finish().
+    CHECK(cross->calls == (zero2 ? 3 : 5));
+    CHECK(block->calls == 5);
+
+    cross->failAt = 0;
+    if (zero2)
+      reducer.clearGradShards();
+    else
+      for (auto &p : ps)
+        p.mutable_grad().zero_();
+    backwardInBucketOrder();
+    NNSC_REQUIRE_OK(reducer.finish());
+    for (size_t b = 0; b < reducer.numBuckets(); ++b) // this rank's half of ones, / 2 x 2 ranks
+      CHECK(at::equal(reducer.gradShard(b), at::full({2}, 0.25)));
+  }
+}
