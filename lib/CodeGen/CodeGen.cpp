@@ -33,10 +33,18 @@ Expected<RankOutput> generateRank(const ir::Graph &graph, const proto::Plan &pla
   auto layout = layoutRank(graph, job, rank);
   if (!layout)
     return layout.status();
-  auto program = emitProgram(graph, *layout, {plan.policy(), options.graphPath});
+  std::map<std::string, std::string> soleReader;
+  auto program = emitProgram(graph, *layout, {plan.policy(), options.graphPath}, &soleReader);
   if (!program)
     return program.status();
   proto::RankManifest manifest = buildManifest(graph, *layout, {options.bucketBytes, weights});
+  // ZeRO-3: a trainable shard that one recompute function alone reads is
+  // gathered around that function's runs; the others stay whole.
+  if (manifest.zero() == 3)
+    for (proto::Shard &s : *manifest.mutable_shards())
+      if (auto it = soleReader.find(s.local_name());
+          it != soleReader.end() && s.trainable() && s.reducer() >= 0)
+        s.set_zero3_function(it->second);
   size_t device = static_cast<size_t>(layout->planDevice);
   if (device < loads.size())
     fillMemoryEstimate(loads[device], manifest, &loads16[device]);

@@ -38,6 +38,8 @@ void printShard(const proto::Shard &s, std::ostream &os) {
   else
     os << " frozen";
   os << fmt::format(" replicas {}", s.replicas());
+  if (!s.zero3_function().empty())
+    os << fmt::format(" gathered in {}", s.zero3_function());
   if (!s.aliases().empty())
     os << fmt::format(" (alias {})", fmt::join(s.aliases(), ", "));
   os << '\n';
@@ -93,14 +95,17 @@ void printManifest(const proto::RankManifest &m, std::ostream &os) {
   os << fmt::format("  outputs {}, loss output {}, loss scale {}, loss replicas {}\n",
                     m.num_outputs(), m.loss_output(), m.loss_scale(),
                     std::max(1, m.loss_replicas()));
+  const char *what = m.zero() >= 3   ? " and gradients, and the values of shards gathered in a "
+                                       "recompute function,"
+                     : m.zero() >= 2 ? " and gradients"
+                                     : "";
   if (m.zero() > 0 && m.zero_ngroups() > 1)
     os << fmt::format("  zero {}: optimizer states{} sharded inside each of {} blocks of {} "
                       "ranks, replicated over the blocks\n",
-                      m.zero(), m.zero() >= 2 ? " and gradients" : "", m.zero_ngroups(),
-                      m.world_size() / m.zero_ngroups());
+                      m.zero(), what, m.zero_ngroups(), m.world_size() / m.zero_ngroups());
   else if (m.zero() > 0)
     os << fmt::format("  zero {}: optimizer states{} sharded over each reducer's group\n", m.zero(),
-                      m.zero() >= 2 ? " and gradients" : "");
+                      what);
   for (const proto::ProgramInput &in : m.inputs())
     os << fmt::format("input  {}: {} of [{}] batch dim {}\n", in.name(),
                       typeText(in.dtype(), in.shape()), fmt::join(in.full_shape(), ", "),

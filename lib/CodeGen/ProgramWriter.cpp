@@ -263,7 +263,7 @@ std::string ProgramWriter::take() {
   return text;
 }
 
-Expected<std::string> ProgramWriter::write() {
+Expected<std::string> ProgramWriter::write(std::map<std::string, std::string> *soleReader) {
   if (layout_.outputs.empty())
     return errorf("error: the graph returns nothing; a program needs at least one output");
   ProgramPieces pieces;
@@ -305,7 +305,7 @@ Expected<std::string> ProgramWriter::write() {
     os_ << "\n";
   NNSC_RETURN_IF_ERROR(writeReturn());
   pieces.tail = take();
-  return assembleRecompute(pieces, runs, layout_);
+  return assembleRecompute(pieces, runs, layout_, soleReader);
 }
 
 namespace {
@@ -368,9 +368,10 @@ RankLayout chunkView(const ir::Graph &graph, const RankLayout &rank, const Chunk
 } // namespace
 
 Expected<std::string> emitProgram(const ir::Graph &graph, const RankLayout &layout,
-                                  const ProgramInfo &info) {
+                                  const ProgramInfo &info,
+                                  std::map<std::string, std::string> *recomputeSoleReader) {
   if (layout.chunks.empty())
-    return ProgramWriter(graph, layout, info).write();
+    return ProgramWriter(graph, layout, info).write(recomputeSoleReader);
   std::string source;
   for (size_t c = 0; c < layout.chunks.size(); ++c) {
     RankLayout view = chunkView(graph, layout, layout.chunks[c], c == 0);

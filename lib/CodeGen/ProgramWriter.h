@@ -15,7 +15,8 @@ namespace nnsc::codegen {
 class ProgramWriter {
 public:
   ProgramWriter(const ir::Graph &graph, const RankLayout &layout, const ProgramInfo &info);
-  Expected<std::string> write();
+  /// `soleReader`: as assembleRecompute's (RecomputeRuns.h).
+  Expected<std::string> write(std::map<std::string, std::string> *soleReader = nullptr);
 
 private:
   void writeHeader();

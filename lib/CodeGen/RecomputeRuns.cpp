@@ -170,7 +170,8 @@ std::string functionText(const RecomputeRun &run, const std::vector<std::string>
 
 Expected<std::string> assembleRecompute(const ProgramPieces &pieces,
                                         const std::vector<RecomputeRun> &runs,
-                                        const RankLayout &layout) {
+                                        const RankLayout &layout,
+                                        std::map<std::string, std::string> *soleReader) {
   if (runs.empty()) {
     std::string all = pieces.head;
     for (const std::string &s : pieces.steps)
@@ -189,10 +190,18 @@ Expected<std::string> assembleRecompute(const ProgramPieces &pieces,
 
   std::set<std::string> defined(pieces.params.begin(), pieces.params.end());
   std::string main = pieces.head, functions;
+  // Who reads each variable: the functions by name, "" for a statement that
+  // stays in forward (ZeRO-3 gathers a function's sole inputs around it).
+  std::map<std::string, std::set<std::string>> readers;
+  auto readInForward = [&](size_t step) {
+    for (const std::string &r : names[step].reads)
+      readers[r].insert("");
+  };
   size_t next = 0;
   for (const RecomputeRun &run : runs) {
     for (; next < run.begin; ++next) {
       main += pieces.steps[next];
+      readInForward(next);
       defined.insert(names[next].assigns.begin(), names[next].assigns.end());
     }
     std::set<std::string> inner;
@@ -217,15 +226,27 @@ Expected<std::string> assembleRecompute(const ProgramPieces &pieces,
                                             run.functionName(), in));
     if (outputs.empty()) { // nothing reads it: no function
       main += body;
+      for (size_t i = run.begin; i < run.end; ++i)
+        readInForward(i);
     } else {
       main += callText(run, inputs, outputs, layout);
       functions += functionText(run, inputs, outputs, body, layout);
+      for (const std::string &in : inputs)
+        readers[in].insert(run.functionName());
     }
     defined.insert(inner.begin(), inner.end());
     next = run.end;
   }
-  for (; next < pieces.steps.size(); ++next)
+  for (; next < pieces.steps.size(); ++next) {
     main += pieces.steps[next];
+    readInForward(next);
+  }
+  for (const std::string &r : scanStep(pieces.tail).reads)
+    readers[r].insert("");
+  if (soleReader)
+    for (const auto &[var, who] : readers)
+      if (who.size() == 1 && !who.begin()->empty())
+        (*soleReader)[var] = *who.begin();
   // Calls in a row: one blank line between them, not two.
   for (size_t at; (at = main.find("\n\n\n")) != std::string::npos;)
     main.erase(at, 1);

@@ -2,6 +2,7 @@
 // Recompute groups in a rank program (private to nnsc_codegen): which steps
 // run as one recompute function, and the text that calls it.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,11 @@ struct ProgramPieces {
 /// inputs are the variables it reads that were defined before it (weight
 /// shards included, so their gradients flow); its outputs those it defines
 /// that later statements read. A run nothing reads afterwards stays inline.
+/// `soleReader`, when given, receives each variable that exactly one
+/// recompute function reads and no other statement: variable -> function.
 Expected<std::string> assembleRecompute(const ProgramPieces &pieces,
                                         const std::vector<RecomputeRun> &runs,
-                                        const RankLayout &layout);
+                                        const RankLayout &layout,
+                                        std::map<std::string, std::string> *soleReader = nullptr);
 
 } // namespace nnsc::codegen

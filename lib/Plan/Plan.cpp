@@ -38,7 +38,8 @@ Status checkOptions(const PlanOptions &options) {
     return errorf("error: --plan-file needs --policy file (got --policy {})", options.policy);
   if (options.zero < -1 || options.zero > kMaxZeroStage)
     return errorf("error: unsupported --zero {}; expected 0 (off), 1 (optimizer states sharded "
-                  "over the data-parallel copies) or 2 (gradients too)",
+                  "over the data-parallel copies), 2 (gradients too) or 3 (parameters too, gathered around "
+                  "each recompute group)",
                   options.zero);
   if (options.zeroNgroups == 0 || options.zeroNgroups < -1 ||
       options.zeroNgroups > kMaxRuntimeNgpus)
@@ -46,10 +47,10 @@ Status checkOptions(const PlanOptions &options) {
                   options.zeroNgroups);
   NNSC_RETURN_IF_ERROR(checkPipelineOptions(options.pipeline));
   if (options.zero >= 2 && options.pipeline.stages > 1)
-    return errorf("error: --zero 2 with --pipeline-stages {}: ZeRO-2 reduce-scatters each "
+    return errorf("error: --zero {} with --pipeline-stages {}: ZeRO-{} reduce-scatters each "
                   "micro-batch's gradients, a pipeline accumulates them over its schedule; use "
                   "--zero 1",
-                  options.pipeline.stages);
+                  options.zero, options.pipeline.stages, options.zero);
   if (options.policy == "pp" && options.pipeline.stages < 2)
     return errorf("error: policy 'pp' needs --pipeline-stages S (2 or more)");
   if (options.pipeline.stages > 1 && options.policy == "autodist")

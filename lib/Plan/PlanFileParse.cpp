@@ -71,15 +71,16 @@ Status PlanFileReader::readTop(const YAML::Node &root) {
       return v.status();
     if (*v > kMaxZeroStage)
       return errorAt(n, fmt::format("unsupported zero {}; expected 0 (off), 1 (optimizer "
-                                    "states sharded over the data-parallel copies) or 2 "
-                                    "(gradients too)",
+                                    "states sharded over the data-parallel copies), 2 "
+                                    "(gradients too) or 3 (parameters too)",
                                     *v));
     file_.zero = static_cast<int>(*v);
     // ZeRO-2 reduces every micro-batch; a pipeline accumulates (Validate.cpp).
     if (file_.zero >= 2 && !file_.stages.empty())
-      return errorAt(n, "zero 2 with pipeline 'stages': ZeRO-2 reduce-scatters each "
-                        "micro-batch's gradients, a pipeline accumulates them over its "
-                        "schedule; use zero 1");
+      return errorAt(n, fmt::format("zero {0} with pipeline 'stages': ZeRO-{0} reduce-scatters "
+                                    "each micro-batch's gradients, a pipeline accumulates them "
+                                    "over its schedule; use zero 1",
+                                    file_.zero));
   }
   if (const YAML::Node n = root["zero_ngroups"]) {
     auto v = readInt(n, "zero_ngroups", 1);

@@ -32,10 +32,19 @@ Status checkPlanEnvelope(const proto::Plan &plan) {
   // ZeRO-2 reduces every micro-batch's gradients as its backward ends; a
   // pipeline's accumulate over the schedule (DeepSpeed refuses the pair too).
   if (plan.zero() >= 2 && !plan.schedule().empty())
-    return errorf("zero 2 with a pipeline ({} schedule): ZeRO-2 reduce-scatters each "
+    return errorf("zero {} with a pipeline ({} schedule): ZeRO-{} reduce-scatters each "
                   "micro-batch's gradients, a pipeline accumulates them over its schedule; use "
                   "zero 1 (optimizer states sharded)",
-                  plan.schedule());
+                  plan.zero(), plan.schedule(), plan.zero());
+  // ZeRO-3 gathers a recompute group's parameters when the group runs (its
+  // forward, and the re-run in backward) and releases them after.
+  if (plan.zero() == 3 &&
+      std::none_of(plan.nodes().begin(), plan.nodes().end(),
+                   [](const proto::NodePlan &np) { return np.recompute_group() >= 0; }))
+    return errorf("zero 3 without recompute groups: ZeRO-3 gathers each recompute group's "
+                  "parameters when the group runs and releases them after; add "
+                  "--recompute-modules CLASS (for example the transformer block) or a plan "
+                  "file's recompute: list");
   return Status::ok();
 }
 

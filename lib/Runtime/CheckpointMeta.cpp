@@ -100,8 +100,8 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
                       state.scale, state.cleanSteps);
       m.lossScale = state;
     }
-    if (m.zero < 0 || m.zero > 2)
-      return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 to 2", file,
+    if (m.zero < 0 || m.zero > 3)
+      return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 to 3", file,
                     m.zero);
     NNSC_RETURN_IF_ERROR(checkCounts(m, file));
     if (m.zeroNgroups < 1 || m.zeroNgroups > m.worldSize || m.dpSize % m.zeroNgroups != 0)

@@ -8,6 +8,7 @@
 
 #include "nnsc/Runtime/Program.h"
 #include "nnsc/Runtime/RngStreams.h"
+#include "nnsc/Runtime/Zero3.h"
 
 namespace nnsc::rt {
 
@@ -20,6 +21,34 @@ using torch::autograd::variable_list;
 struct ProgramHolder : torch::CustomClassHolder {
   explicit ProgramHolder(const Program &p) : program(p) {}
   Program program;
+};
+
+// ZeRO-3 (Zero3.h): the function's parameters whole for the scope's
+// lifetime. Outputs that are views of them are cloned before the release.
+class GatheredUnit {
+public:
+  explicit GatheredUnit(const std::string &function)
+      : params_(Zero3Params::active()), function_(function) {
+    if (!params_)
+      return;
+    Status st = params_->gather(function);
+    TORCH_CHECK(st.isOk(), fmt::format("nnsc.recompute(\"{}\"): {}", function, st.message()));
+  }
+  ~GatheredUnit() {
+    if (params_)
+      params_->release(function_);
+  }
+  GatheredUnit(const GatheredUnit &) = delete;
+  GatheredUnit &operator=(const GatheredUnit &) = delete;
+  void keep(std::vector<at::Tensor> &outs) const {
+    for (at::Tensor &out : outs)
+      if (params_ && params_->aliases(out))
+        out = out.clone();
+  }
+
+private:
+  Zero3Params *params_;
+  std::string function_;
 };
 
 std::vector<at::Tensor> runGroup(const Program &program, const std::string &function,
@@ -60,7 +89,9 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
     std::vector<at::Tensor> outs;
     {
       at::NoGradGuard noGrad;
+      GatheredUnit unit(function);
       outs = runGroup(program, function, inputs.vec(), device);
+      unit.keep(outs);
     }
     // Inputs are kept without autograd's version counter: the program never
     // writes a group's inputs, and buffers a forward updates in place at its
@@ -100,6 +131,8 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
       }
       inputs.push_back(x);
     }
+    // ZeRO-3: the parameters whole again until their gradients are out.
+    GatheredUnit unit(function);
     std::vector<at::Tensor> outs;
     {
       RngReplay replay(
@@ -131,8 +164,12 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
 std::vector<at::Tensor> recomputeOp(const std::string &function, at::TensorList inputs,
                                     c10::Device device) {
   const Program &program = callingProgram(function);
-  if (!at::GradMode::is_enabled()) // validation: nothing to keep
-    return runGroup(program, function, inputs.vec(), device);
+  if (!at::GradMode::is_enabled()) { // validation: nothing to keep
+    GatheredUnit unit(function);
+    std::vector<at::Tensor> outs = runGroup(program, function, inputs.vec(), device);
+    unit.keep(outs);
+    return outs;
+  }
   return RecomputeFn::apply(function, inputs, device);
 }
 

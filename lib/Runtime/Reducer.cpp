@@ -13,9 +13,10 @@ namespace nnsc::rt {
 Reducer::Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
                  std::vector<std::string> names, int64_t bucketBytes, bool average,
                  std::chrono::milliseconds timeout, int64_t divisor, bool scatter, bool shardGrads,
-                 std::shared_ptr<CommBackend> cross)
+                 std::shared_ptr<CommBackend> cross, std::vector<int> units)
     : group_(std::move(group)), cross_(scatter ? std::move(cross) : nullptr),
       params_(std::move(params)), names_(std::move(names)),
+      units_(units.size() == params_.size() ? std::move(units) : std::vector<int>()),
       divisor_(divisor > 0 ? divisor
                : average   ? int64_t(group_->size()) * (cross_ ? cross_->size() : 1)
                            : 1),
@@ -45,7 +46,8 @@ void Reducer::buildBuckets(int64_t bucketBytes) {
   for (size_t k = params_.size(); k-- > 0;) { // reverse registration order
     const at::Tensor &p = params_[k];
     if (!cur.members.empty() &&
-        (p.scalar_type() != params_[cur.members[0]].scalar_type() || bytes >= bucketBytes))
+        (p.scalar_type() != params_[cur.members[0]].scalar_type() || bytes >= bucketBytes ||
+         (!units_.empty() && units_[k] != units_[cur.members[0]])))
       close();
     bucketOf_[k] = buckets_.size();
     cur.members.push_back(k);
@@ -374,9 +376,14 @@ void Reducer::crossTo(size_t keep) {
 }
 
 Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
-                             const std::vector<at::Tensor> &into) {
+                             const std::vector<at::Tensor> &into,
+                             const std::vector<size_t> &which) {
   at::NoGradGuard noGrad;
   const std::vector<at::Tensor> &target = into.empty() ? params_ : into;
+  std::vector<size_t> order = which;
+  if (which.empty())
+    for (size_t i = 0; i < buckets_.size(); ++i)
+      order.push_back(i);
   std::vector<at::Tensor> gathered(buckets_.size());
   // Waits for bucket i's all-gather and writes its members.
   auto drain = [&](size_t i) -> Status {
@@ -398,12 +405,13 @@ Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
   // kZero2InFlight at once. ZeRO-1 launches every bucket, then waits.
   const size_t window = shardGrads_ ? kZero2InFlight : buckets_.size();
   size_t drained = 0;
-  for (size_t i = 0; i < buckets_.size(); ++i) {
+  for (size_t n = 0; n < order.size(); ++n) {
+    const size_t i = order[n];
     Bucket &b = buckets_[i];
-    for (; drained + window <= i; ++drained)
-      NNSC_RETURN_IF_ERROR(drain(drained));
-    at::ScalarType dtype =
-        owned.empty() ? params_[b.members[0]].scalar_type() : owned[i].scalar_type();
+    for (; drained + window <= n; ++drained)
+      NNSC_RETURN_IF_ERROR(drain(order[drained]));
+    const bool mine = owned.empty() || !owned[i].defined(); // this rank's range of the params
+    at::ScalarType dtype = mine ? params_[b.members[0]].scalar_type() : owned[i].scalar_type();
     // Into the flat's own storage when it is wide enough (the next launch
     // rewrites it), else a buffer of its own.
     if (!b.flat.defined())
@@ -415,7 +423,7 @@ Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
     else
       gathered[i] = at::empty({b.zero.padded}, b.flat.options().dtype(dtype));
     at::Tensor own = gathered[i].narrow(0, b.zero.shardBegin, b.zero.shardNumel);
-    if (!owned.empty())
+    if (!mine)
       own.copy_(owned[i]);
     else
       for (const ZeroPiece &p : b.zero.pieces)
@@ -426,8 +434,8 @@ Status Reducer::gatherParams(const std::vector<at::Tensor> &owned,
     b.work = group_->allGather(own, outputs);
     b.crossing = false;
   }
-  for (; drained < buckets_.size(); ++drained)
-    NNSC_RETURN_IF_ERROR(drain(drained));
+  for (; drained < order.size(); ++drained)
+    NNSC_RETURN_IF_ERROR(drain(order[drained]));
   return Status::ok();
 }
 

@@ -460,6 +460,13 @@ void printBanner(const TrainerState &s, std::ostream &out) {
                                          s.env.worldSize / s.manifest.zero_ngroups())
                            : "")
         << std::endl;
+  if (s.zero3)
+    out << fmt::format("nnsc-run: ZeRO-3: the values of {} parameter bucket(s) ({} bytes whole) "
+                       "are sharded too, gathered around each of {} recompute function(s) and "
+                       "released after",
+                       s.zero3->numBuckets(), withThousands(double(s.zero3->bucketBytes())),
+                       s.zero3->numUnits())
+        << std::endl;
   if (s.config.precision.tf32 == "true")
     out << (s.device.is_cuda() ? "nnsc-run: TF32: float32 matmuls and convolutions may run on "
                                  "TF32 tensor cores (10-bit mantissa inputs, float32 sums)"

@@ -57,7 +57,8 @@ Status checkCompatible(const TrainerState &s, const CheckpointMeta &m, const std
   // ZeRO-1 and ZeRO-2 keep the same pieces of the optimizer states (the
   // gradients are not saved): either resumes the other.
   int zero = s.zero.empty() ? 0 : s.manifest.zero();
-  if ((m.zero > 0) != (zero > 0))
+  // ZeRO-3 cuts its buckets at the recompute units: other pieces.
+  if ((m.zero > 0) != (zero > 0) || (m.zero == 3) != (zero == 3))
     return errorf("{}: error: checkpoint was written with ZeRO stage {}; this job runs stage {}: "
                   "merge it (nnsc-merge-ckpt) and resume from the merged file",
                   dir, m.zero, zero);

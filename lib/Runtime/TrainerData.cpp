@@ -289,6 +289,13 @@ Expected<std::vector<at::Tensor>> shardValues(TrainerState &s) {
 
 void setShardValue(TrainerState &s, size_t i, const at::Tensor &value) {
   at::NoGradGuard noGrad;
+  // ZeRO-3: the optimizer holds the values (the parameter has no elements
+  // between its unit's runs); its next gather brings them.
+  for (const auto &z : s.zero)
+    if (z->shardsValues(s.shardInfo[i].localName)) {
+      z->loadMaster(s.shardInfo[i].localName, value);
+      return;
+    }
   if (!s.precision) {
     s.shards[i].copy_(value);
     return;

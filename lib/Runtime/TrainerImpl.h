@@ -18,6 +18,7 @@
 #include "nnsc/Runtime/MixedPrecision.h"
 #include "nnsc/Runtime/Optimizer.h"
 #include "nnsc/Runtime/Program.h"
+#include "nnsc/Runtime/Zero3.h"
 #include "nnsc/Runtime/Reducer.h"
 #include "nnsc/Runtime/ShardTable.h"
 #include "nnsc/Runtime/TrainerConfig.h"
@@ -72,6 +73,10 @@ struct TrainerState {
   /// ZeRO-1: one per reducer whose buckets are reduce-scattered (manifest
   /// zero >= 1 and a group of more than one rank), in reducer order.
   std::vector<std::unique_ptr<ZeroOptimizer>> zero;
+  /// ZeRO-3 (manifest zero 3): the unit buckets of `zero`'s reducers, their
+  /// parameters whole only while their recompute function runs; null
+  /// otherwise. Destroyed before the optimizers and reducers it points to.
+  std::unique_ptr<Zero3Params> zero3;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<DataFeed> trainData, valData; ///< valData may be null
   SampleLayout layout;

@@ -190,7 +190,21 @@ Expected<GroupPair> zeroSplitGroups(const TrainerState &s, int reducer,
   return out;
 }
 
+// ZeRO-3: the recompute functions that gather shards, in manifest order;
+// unit u is the u-th.
+std::vector<std::string> zero3Units(const proto::RankManifest &m) {
+  std::vector<std::string> units;
+  if (m.zero() < 3)
+    return units;
+  for (const proto::Shard &sh : m.shards())
+    if (!sh.zero3_function().empty() &&
+        std::find(units.begin(), units.end(), sh.zero3_function()) == units.end())
+      units.push_back(sh.zero3_function());
+  return units;
+}
+
 Status buildReducers(TrainerState &s) {
+  const std::vector<std::string> unitNames = zero3Units(s.manifest);
   std::map<std::string, int> shardIndex;
   for (size_t i = 0; i < s.shardInfo.size(); ++i)
     shardIndex[s.shardInfo[i].localName] = int(i);
@@ -203,6 +217,7 @@ Status buildReducers(TrainerState &s) {
                     s.env.rank, r, spec.group());
     std::vector<at::Tensor> params;
     std::vector<std::string> names;
+    std::vector<int> units; // ZeRO-3: each shard's unit, -1 none
     for (const auto &n : spec.shards()) {
       auto it = shardIndex.find(n);
       if (it == shardIndex.end() || !s.shardInfo[it->second].trainable)
@@ -210,6 +225,10 @@ Status buildReducers(TrainerState &s) {
                       s.env.rank, r, n);
       params.push_back(s.shards[it->second]);
       names.push_back(n);
+      const std::string &fn = s.manifest.shards(it->second).zero3_function();
+      units.push_back(fn.empty() ? -1
+                                 : int(std::find(unitNames.begin(), unitNames.end(), fn) -
+                                       unitNames.begin()));
     }
     // ZeRO-1 shards the optimizer states over the ranks holding these shards,
     // ZeRO-2 the gradients too; in blocks, over those of this rank's block.
@@ -227,9 +246,11 @@ Status buildReducers(TrainerState &s) {
     for (const auto &n : spec.shards())
       if (s.precision)
         masters.push_back(s.precision->master(size_t(shardIndex[n])));
+    if (!scatter || unitNames.empty())
+      units.clear();
     s.reducers.push_back(std::make_unique<Reducer>(group, params, names, spec.bucket_bytes(),
                                                    spec.average(), timeout, spec.divisor(), scatter,
-                                                   s.manifest.zero() >= 2, cross));
+                                                   s.manifest.zero() >= 2, cross, units));
     if (s.precision)
       s.reducers.back()->setMainGrads(std::move(masters), s.precision->reduceDtype());
     s.reducers.back()->useBucketViews(s.config.dataParallel.bucketView == "true");
@@ -282,6 +303,12 @@ void buildOptimizer(TrainerState &s) {
       byName.erase(n);
     }
     s.zero.push_back(std::make_unique<ZeroOptimizer>(s.config.optimizer, *r, std::move(mine)));
+    // ZeRO-3: the optimizer took this rank's ranges of the unit buckets' values.
+    if (s.manifest.zero() >= 3) {
+      if (!s.zero3)
+        s.zero3 = std::make_unique<Zero3Params>();
+      s.zero3->add(*r, *s.zero.back(), zero3Units(s.manifest));
+    }
     // Mixed precision: the optimizer took this rank's ranges of the masters.
     if (s.zero.back()->shardsMasters())
       for (size_t i = 0; i < s.shardInfo.size(); ++i)
@@ -392,6 +419,10 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
     s->pipeline = runner.take();
   }
   buildOptimizer(*s);
+  if (s->zero3) { // the optimizers hold the unit buckets' values now
+    s->zero3->releaseAll();
+    Zero3Params::setActive(s->zero3.get());
+  }
   seedThreadsAndAllocator(*s);
   return s;
 }

@@ -49,12 +49,16 @@ ZeroOptimizer::ZeroOptimizer(const OptimizerConfig &config, Reducer &reducer,
     index_[params_[i].name] = i;
     shapes_.push_back(params_[i].param.sizes().vec());
   }
-  if (!reducer_.hasMainGrads() || params_.empty())
+  if (params_.empty())
     return;
-  // Mixed precision: this rank's ranges of the whole masters, one flat per bucket.
+  // Mixed precision: this rank's ranges of the whole masters, one flat per
+  // bucket; ZeRO-3: of the values of each unit bucket's parameters.
   at::NoGradGuard noGrad;
-  masterDtype_ = reducer_.params()[0].scalar_type();
+  if (reducer_.hasMainGrads())
+    masterDtype_ = reducer_.params()[0].scalar_type();
   for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!masterDtype_ && reducer_.bucketUnit(b) < 0)
+      continue;
     const ZeroBucketLayout &layout = reducer_.zeroLayout(b);
     at::Tensor &flat = buckets_[b].master;
     flat = at::zeros({layout.shardNumel}, params_[0].param.options().requires_grad(false));
@@ -166,25 +170,57 @@ Status ZeroOptimizer::step(double lr) {
   // Mixed precision: the masters' ranges travel rounded to the low dtype
   // (half the bytes), or in float32 where the backend would widen them; the
   // weights get the same bits either way.
-  std::vector<at::Tensor> owned;
-  const bool low = masterDtype_ && reducer_.group().carriesNatively(*masterDtype_);
-  for (size_t b = 0; b < buckets_.size() && masterDtype_; ++b)
-    owned.push_back(low ? buckets_[b].master.to(*masterDtype_) : buckets_[b].master);
-  return reducer_.gatherParams(owned);
+  // ZeRO-3's unit buckets are gathered when their unit runs next.
+  std::vector<at::Tensor> owned(buckets_.size());
+  std::vector<size_t> which;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (reducer_.bucketUnit(b) < 0) {
+      which.push_back(b);
+      if (masterDtype_)
+        owned[b] = gatherSource(b);
+    }
+  if (which.empty())
+    return Status::ok();
+  return reducer_.gatherParams(owned, {}, which);
+}
+
+at::Tensor ZeroOptimizer::gatherSource(size_t b) const {
+  const at::Tensor &master = buckets_[b].master;
+  at::ScalarType low = reducer_.params()[reducer_.bucketMembers(b)[0]].scalar_type();
+  if (master.scalar_type() == low || !reducer_.group().carriesNatively(low))
+    return master;
+  return master.to(low);
+}
+
+bool ZeroOptimizer::shardsValues(const std::string &local) const {
+  auto it = index_.find(local);
+  if (it == index_.end())
+    return false;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t k : reducer_.bucketMembers(b))
+      if (k == it->second)
+        return reducer_.bucketUnit(b) >= 0;
+  return false;
 }
 
 Expected<std::map<std::string, at::Tensor>> ZeroOptimizer::gatherMasters() {
   std::map<std::string, at::Tensor> out;
-  if (!masterDtype_)
+  std::vector<at::Tensor> owned(buckets_.size()), whole(params_.size());
+  std::vector<size_t> which;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (buckets_[b].master.defined()) {
+      owned[b] = buckets_[b].master;
+      which.push_back(b);
+    }
+  if (which.empty())
     return out;
-  std::vector<at::Tensor> owned, whole;
-  for (const BucketState &b : buckets_)
-    owned.push_back(b.master);
-  for (size_t k = 0; k < params_.size(); ++k)
-    whole.push_back(at::empty(shapes_[k], owned[0].options()));
-  NNSC_RETURN_IF_ERROR(reducer_.gatherParams(owned, whole));
-  for (size_t k = 0; k < params_.size(); ++k)
-    out[params_[k].name] = whole[k];
+  for (size_t b : which)
+    for (size_t k : reducer_.bucketMembers(b))
+      whole[k] = at::empty(shapes_[k], owned[b].options());
+  NNSC_RETURN_IF_ERROR(reducer_.gatherParams(owned, whole, which));
+  for (size_t b : which)
+    for (size_t k : reducer_.bucketMembers(b))
+      out[params_[k].name] = whole[k];
   return out;
 }
 

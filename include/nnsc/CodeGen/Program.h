@@ -20,6 +20,7 @@
 /// their own, `def recompute_3(t19: Tensor, p2: Tensor, ..., device: Device)
 /// -> List[Tensor]`, called as `nnsc.recompute("recompute_3", [...], device)`.
 
+#include <map>
 #include <string>
 
 #include "nnsc/CodeGen/RankLayout.h"
@@ -39,8 +40,11 @@ inline constexpr const char *kEntryName = "forward";
 
 /// The source of `layout`'s program. Fails on a value it cannot write
 /// (a constant without recorded data, an argument name Python reserves
-/// after a keyword argument).
-Expected<std::string> emitProgram(const ir::Graph &graph, const RankLayout &layout,
-                                  const ProgramInfo &info);
+/// after a keyword argument). `recomputeSoleReader`, when given, receives
+/// each argument or variable that one recompute function alone reads:
+/// name -> function (ZeRO-3 gathers those weight shards around its runs).
+Expected<std::string>
+emitProgram(const ir::Graph &graph, const RankLayout &layout, const ProgramInfo &info,
+            std::map<std::string, std::string> *recomputeSoleReader = nullptr);
 
 } // namespace nnsc::codegen

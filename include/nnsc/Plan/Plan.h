@@ -30,7 +30,7 @@ constexpr int kMaxPlanNgpus = 4096;
 constexpr int kMaxMicroBatches = 1 << 20;
 /// The highest ZeRO stage nnsc-run implements (1: optimizer states sharded,
 /// 2: gradients too).
-constexpr int kMaxZeroStage = 2;
+constexpr int kMaxZeroStage = 3;
 
 /// What a policy is asked to do.
 struct PlanOptions {

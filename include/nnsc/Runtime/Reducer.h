@@ -45,6 +45,10 @@
 /// more than kZero2InFlight reduce-scatters are under way, the oldest is
 /// waited for and its cross sum sent (ZeRO-2 frees the bucket's flat there);
 /// ZeRO-2 waits for a cross sum once kZero2InFlight more are under way.
+///
+/// ZeRO-3 (`units`, with ZeRO-2): each parameter may belong to a unit (a
+/// recompute function, Zero3.h); a bucket never mixes units, so a unit's
+/// buckets can be gathered and released on their own.
 
 #include <chrono>
 #include <cstdint>
@@ -71,12 +75,14 @@ public:
   /// divided by `divisor` when it is > 0, else by the group size when
   /// `average`, else left as sums. `scatter`: ZeRO-1 (above), `shardGrads`
   /// with it: ZeRO-2, `cross` with it: ZeRO in blocks (`average` then divides
-  /// by both groups' sizes). Installs the hooks; the Reducer must outlive
-  /// every backward pass over them.
+  /// by both groups' sizes), `units` (one per param, -1 none; empty: none):
+  /// ZeRO-3's buckets. Installs the hooks; the Reducer must outlive every
+  /// backward pass over them.
   Reducer(std::shared_ptr<CommBackend> group, std::vector<at::Tensor> params,
           std::vector<std::string> names, int64_t bucketBytes, bool average,
           std::chrono::milliseconds timeout, int64_t divisor = 0, bool scatter = false,
-          bool shardGrads = false, std::shared_ptr<CommBackend> cross = nullptr);
+          bool shardGrads = false, std::shared_ptr<CommBackend> cross = nullptr,
+          std::vector<int> units = {});
   ~Reducer();
   Reducer(const Reducer &) = delete;
   Reducer &operator=(const Reducer &) = delete;
@@ -142,6 +148,12 @@ public:
   /// partition, and this rank's range of the reduced gradient (valid after
   /// finish() of a step that reduced; S elements, divided as configured).
   const std::vector<size_t> &bucketMembers(size_t b) const { return buckets_[b].members; }
+  /// Where each member starts in the bucket's flat.
+  const std::vector<int64_t> &bucketOffsets(size_t b) const { return buckets_[b].offsets; }
+  /// ZeRO-3: the unit of bucket b's parameters, -1 none.
+  int bucketUnit(size_t b) const {
+    return units_.empty() ? -1 : units_[buckets_[b].members[0]];
+  }
   const ZeroBucketLayout &zeroLayout(size_t b) const { return buckets_[b].zero; }
   const at::Tensor &gradShard(size_t b) const { return buckets_[b].shard; }
 
@@ -151,9 +163,12 @@ public:
   /// (zeroLayout(b).shardNumel elements, any dtype: mixed precision sends
   /// the rounded float32 masters); empty: this rank's range of the
   /// parameters themselves. `into` empty: the parameters; else one tensor
-  /// per parameter, its shape. The error names the group.
+  /// per parameter, its shape. `which`: the buckets to gather (empty: all;
+  /// an owned entry may be undefined: this rank's range of the parameters).
+  /// The error names the group.
   Status gatherParams(const std::vector<at::Tensor> &owned = {},
-                      const std::vector<at::Tensor> &into = {});
+                      const std::vector<at::Tensor> &into = {},
+                      const std::vector<size_t> &which = {});
   /// Buckets whose allreduce has been launched since prepare().
   size_t launchedBuckets() const { return nextLaunch_; }
 
@@ -194,6 +209,7 @@ private:
   std::vector<at::Tensor> mainGrads_; ///< masters of params_, or empty
   std::optional<at::ScalarType> flatDtype_;
   std::vector<std::string> names_;
+  std::vector<int> units_; ///< ZeRO-3: per param, -1 none; empty: none
   int64_t divisor_; ///< 1: keep the sums
   std::chrono::milliseconds timeout_;
   bool scatter_;

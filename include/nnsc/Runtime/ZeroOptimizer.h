@@ -18,6 +18,13 @@
 /// float32 and rounded as it is copied out (the same bits). gatherMasters()
 /// assembles whole masters for a checkpoint and loadMaster() takes one back.
 ///
+/// ZeRO-3 (the reducer's unit buckets, Zero3.h): the parameters of such a
+/// bucket are whole only while their unit runs, so this rank's range of
+/// their values lives here, as the masters do under mixed precision (one
+/// flat of S elements, float32 or the parameters' dtype). A step updates it
+/// and gathers nothing for those buckets; Zero3Params gathers gatherSource()
+/// when the unit runs next.
+///
 /// State keys (checkpoints): "<local>/step" (float32 scalar, every rank) and,
 /// per owned piece, "<local>/<field>@<offset>": a 1-D tensor holding
 /// elements [offset, offset + numel) of that state in the local shard's
@@ -66,17 +73,26 @@ public:
   int64_t stateBytes() const;
   /// Mixed precision: true when this optimizer holds the masters' ranges.
   bool shardsMasters() const { return masterDtype_.has_value(); }
-  /// Mixed precision, every rank of the group together: the whole float32
-  /// master of every parameter, by local name.
+  /// ZeRO-3: true when parameter `local` is in a unit bucket (its values
+  /// are held here as ranges, the parameter whole only while its unit runs).
+  bool shardsValues(const std::string &local) const;
+  /// Every rank of the group together: the whole float32 master of every
+  /// parameter under mixed precision, or (ZeRO-3) the values of every
+  /// parameter in a unit bucket, by local name.
   Expected<std::map<std::string, at::Tensor>> gatherMasters();
-  /// Mixed precision: sets this rank's ranges of parameter `local`'s master
-  /// from the whole `value` (a checkpoint's).
+  /// Sets this rank's ranges of parameter `local`'s master (mixed precision)
+  /// or values (ZeRO-3) from the whole `value` (a checkpoint's).
   void loadMaster(const std::string &local, const at::Tensor &value);
+  /// ZeRO-3: what this rank sends when bucket `b` is gathered: its range of
+  /// the values, rounded to the parameters' dtype where the group carries it
+  /// (else float32: round what arrives).
+  at::Tensor gatherSource(size_t b) const;
 
 private:
   struct BucketState {
     at::Tensor expAvg, expAvgSq, momentumBuffer; ///< S elements each, lazily
-    at::Tensor master; ///< mixed precision: S float32 elements (padding zero)
+    at::Tensor master; ///< mixed precision: S float32 elements (padding zero);
+                       ///< ZeRO-3 unit buckets: S values in the params' dtype
   };
   at::ScalarType stateDtype(size_t bucket) const;
   /// Bucket `bucket`'s states (momentum buffer, or Adam's moments), zeros, if
