@@ -80,16 +80,27 @@ namespace {
 void addState(const DeviceLoad &load, const MemoryOptions &o, DeviceMemory &m) {
   // ZeRO shards over the copies in a block (zero_ngroups).
   double dp = std::max(1.0, double(std::max(1, o.dpSize)) / std::max(1, o.zeroNgroups));
+  std::map<int, double> gatheredBytes; // ZeRO-3: per recompute group, while it runs
   for (const StateHolding &s : load.state) {
     bool mixed = isMixed(o.precision) && ir::isFloatingPoint(s.dtype);
     double elt = mixed ? 2 : static_cast<double>(ir::dtypeSize(s.dtype));
     m.paramElements += s.elements;
-    m.paramBytes += s.elements * elt / (o.zero >= 3 && s.trainable ? dp : 1);
+    // ZeRO-3 shards what one recompute group alone reads; the rest stays whole.
+    bool sharded = o.zero >= 3 && s.trainable && s.recomputeGroup >= 0;
+    m.paramBytes += s.elements * elt / (sharded ? dp : 1);
+    if (sharded)
+      gatheredBytes[s.recomputeGroup] += s.elements * elt * (1 - 1 / dp);
     if (!s.trainable)
       continue;
     m.gradBytes += s.elements * gradBytesPerElement(o, s.dtype) / (o.zero >= 2 ? dp : 1);
     m.optimizerBytes += s.elements * optimizerBytesPerElement(o) / (o.zero >= 1 ? dp : 1);
   }
+  // One group's parameters are whole at a time (its forward, or its re-run
+  // in backward): the largest, beside the shards.
+  double largest = 0;
+  for (const auto &[group, bytes] : gatheredBytes)
+    largest = std::max(largest, bytes);
+  m.paramBytes += largest;
 }
 
 // Tensors a set of parts keeps, by id (largest local piece), plus extras.

@@ -47,8 +47,13 @@ cost::DevicePart makePart(const ir::Graph &graph, const ir::Node &node, const pr
 }
 
 // The fraction of each parameter/buffer each device holds: the largest part
-// any node on that device reads (a whole read wins over a split one).
-using Holdings = std::map<std::pair<int, int64_t>, double>;
+// any node on that device reads (a whole read wins over a split one); and
+// the recompute group that alone reads it there (-1 none, -2 not read yet).
+struct Held {
+  double fraction = 0;
+  int group = -2;
+};
+using Holdings = std::map<std::pair<int, int64_t>, Held>;
 
 void holdState(const ir::Graph &graph, const ir::Node &node, const proto::NodePlan &np,
                const ops::SplitEffect &effect, Holdings &held) {
@@ -58,8 +63,10 @@ void holdState(const ir::Graph &graph, const ir::Node &node, const proto::NodePl
       const ir::Tensor &t = graph.tensor(node.inputs[i]);
       if (t.kind != ir::TensorKind::Param && t.kind != ir::TensorKind::Buffer)
         continue;
-      double &h = held[{d, t.id}];
-      h = std::max(h, effect.inputDims[i] >= 0 ? partFraction : 1.0);
+      Held &h = held[{d, t.id}];
+      h.fraction = std::max(h.fraction, effect.inputDims[i] >= 0 ? partFraction : 1.0);
+      int g = std::max(-1, np.recompute_group());
+      h.group = h.group == -2 || h.group == g ? g : -1;
     }
 }
 
@@ -70,12 +77,13 @@ void addHoldings(const ir::Graph &graph, Holdings &held, std::vector<cost::Devic
     read.insert(entry.first.second);
   for (const ir::Tensor &t : graph.tensors())
     if ((t.kind == ir::TensorKind::Param || t.kind == ir::TensorKind::Buffer) && !read.count(t.id))
-      held[{0, t.id}] = 1.0;
-  for (const auto &[key, fraction] : held) {
+      held[{0, t.id}] = {1.0, -1};
+  for (const auto &[key, h] : held) {
     const ir::Tensor &t = graph.tensor(key.second);
     cost::StateHolding s;
     s.tensor = t.id;
-    s.elements = fraction * static_cast<double>(ir::numel(t.shape));
+    s.elements = h.fraction * static_cast<double>(ir::numel(t.shape));
+    s.recomputeGroup = std::max(-1, h.group);
     s.dtype = t.dtype;
     s.trainable = t.kind == ir::TensorKind::Param && t.requiresGrad;
     loads[static_cast<size_t>(key.first)].state.push_back(s);

@@ -135,6 +135,8 @@ Expected<proto::Plan> makePlan(const ir::Graph &graph, const PlanOptions &option
     plan->set_zero_ngroups(options.zeroNgroups);
   if (Status groups = checkZeroNgroups(*plan); !groups)
     return Status::error("error: " + groups.message());
+  if (Status units = checkZero3(*plan); !units)
+    return Status::error("error: " + units.message());
   Status st = validatePlan(*plan, graph);
   if (!st)
     return Status::internal(

@@ -36,8 +36,12 @@ Status checkPlanEnvelope(const proto::Plan &plan) {
                   "micro-batch's gradients, a pipeline accumulates them over its schedule; use "
                   "zero 1 (optimizer states sharded)",
                   plan.zero(), plan.schedule(), plan.zero());
-  // ZeRO-3 gathers a recompute group's parameters when the group runs (its
-  // forward, and the re-run in backward) and releases them after.
+  return checkZero3(plan);
+}
+
+// ZeRO-3 gathers a recompute group's parameters when the group runs (its
+// forward, and the re-run in backward) and releases them after.
+Status checkZero3(const proto::Plan &plan) {
   if (plan.zero() == 3 &&
       std::none_of(plan.nodes().begin(), plan.nodes().end(),
                    [](const proto::NodePlan &np) { return np.recompute_group() >= 0; }))

@@ -203,7 +203,25 @@ std::vector<std::string> zero3Units(const proto::RankManifest &m) {
   return units;
 }
 
+// ZeRO-3: a shard gathered in a function must be an argument of it; any
+// other read would find no elements.
+Status checkZero3Functions(const TrainerState &s) {
+  for (const proto::Shard &sh : s.manifest.shards()) {
+    const std::string &fn = sh.zero3_function();
+    if (fn.empty())
+      continue;
+    auto args = s.program->hasFunction(fn) ? s.program->argumentNames(fn)
+                                           : Expected<std::vector<std::string>>(Status::error(""));
+    if (!args || std::find(args->begin(), args->end(), sh.local_name()) == args->end())
+      return errorf("rank{}.pb: error: shard '{}' is to be gathered in '{}' (ZeRO-3), which {}",
+                    s.env.rank, sh.local_name(), fn,
+                    args ? "does not take it" : fmt::format("is no function of {}", s.manifest.program()));
+  }
+  return Status::ok();
+}
+
 Status buildReducers(TrainerState &s) {
+  NNSC_RETURN_IF_ERROR(checkZero3Functions(s));
   const std::vector<std::string> unitNames = zero3Units(s.manifest);
   std::map<std::string, int> shardIndex;
   for (size_t i = 0; i < s.shardInfo.size(); ++i)

@@ -76,11 +76,13 @@ Status Zero3Params::gather(const std::string &function) {
     WorkPtr work = e.reducer->group().allGather(src, outputs);
     launches.push_back({k, fresh, work});
   }
-  for (Launch &l : launches) {
+  for (size_t n = 0; n < launches.size(); ++n) {
+    Launch &l = launches[n];
     Entry &e = entries_[l.entry];
     Status st = l.work->wait();
     if (!st.isOk()) {
-      e.uses = 0;
+      for (size_t m = n; m < launches.size(); ++m) // not whole: a later gather starts over
+        entries_[launches[m].entry].uses = 0;
       return Status::error(
           fmt::format("ZeRO-3 parameter all-gather for {} on {}: bucket {} (first tensor '{}'): {}",
                       function, e.reducer->group().group().describe(), e.bucket,

@@ -348,7 +348,7 @@ int64_t ZeroOptimizer::stateBytes() const {
   int64_t bytes = 0;
   for (const BucketState &b : buckets_)
     for (const at::Tensor *t : {&b.expAvg, &b.expAvgSq, &b.momentumBuffer, &b.master})
-      if (t->defined())
+      if (t->defined() && (t != &b.master || masterDtype_)) // ZeRO-3's values are no state
         bytes += int64_t(t->nbytes());
   for (const at::Tensor &s : steps_)
     if (s.defined())

@@ -674,12 +674,12 @@ def check_resume(work, b, ngpus):
 
 def check_resume_under(args, work, b, spec):
     """Merges the step-10 checkpoint, plans and generates `spec` (dpD | tpT | tpT-dpD, optionally
-    -zero1), resumes it from the merged file and compares steps 11.. and the final weights with
+    -zero1, -zero2 or -zero3), resumes it from the merged file and compares steps 11.. and the final weights with
     the uninterrupted run."""
     import re
     m = re.fullmatch(r"(dp|tp)(\d+)(?:-dp(\d+))?(?:-zero(\d))?", spec)
     if not m:
-        sys.exit(f"parity.py: bad --resume-under '{spec}'; expected dpD, tpT or tpT-dpD, optionally -zero1 or -zero2")
+        sys.exit(f"parity.py: bad --resume-under '{spec}'; expected dpD, tpT or tpT-dpD, optionally -zero1, -zero2 or -zero3")
     tp = int(m.group(2)) if m.group(1) == "tp" else 1
     dp = int(m.group(2)) if m.group(1) == "dp" else int(m.group(3) or 1)
     zero = int(m.group(4) or 0)
@@ -695,6 +695,10 @@ def check_resume_under(args, work, b, spec):
             "--runtime-ngpus", str(tp * dp), "--zero", str(zero), "-o", f"{under}/plan.pb"]
     if tp > 1:
         plan += ["--plan-ngpus", str(tp)]
+    if zero == 3:  # ZeRO-3 gathers around recompute groups: the run's own
+        if not args.recompute_modules:
+            sys.exit(f"parity.py: --resume-under {spec} needs --recompute-modules")
+        plan += ["--recompute-modules", args.recompute_modules]
     os.makedirs(under, exist_ok=True)
     run(plan)
     run([f"{b}/nnsc-codegen", f"{work}/trace/graph.pb", f"{under}/plan.pb", "-o", f"{under}/program"])

@@ -35,7 +35,8 @@ struct MemoryOptions {
   Optimizer optimizer = Optimizer::AdamW;
   Precision precision = Precision::Float32;
   int zero = 0;   ///< ZeRO stage: 1 shards optimizer states (and masters) over the
-                  ///< data-parallel group, 2 also gradients, 3 also parameters
+                  ///< data-parallel group, 2 also gradients, 3 also the parameters
+                  ///< one recompute group alone reads (whole while it runs)
   int dpSize = 1; ///< data-parallel copies (runtime_ngpus / plan_ngpus)
   /// ZeRO in blocks (plan zero_ngroups): states shard over dpSize / zeroNgroups
   /// copies, the blocks hold replicas.
@@ -67,6 +68,9 @@ struct StateHolding {
   double elements = 0;
   ir::DType dtype = ir::DType::Float32;
   bool trainable = false; ///< a parameter with requires_grad
+  /// The recompute group that alone reads it on this device (ZeRO-3 shards
+  /// its values and gathers them while the group runs); -1 none.
+  int recomputeGroup = -1;
 };
 
 /// What a device runs and holds; parts in program (topological) order.

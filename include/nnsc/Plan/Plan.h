@@ -112,6 +112,8 @@ Status checkPlanEnvelope(const proto::Plan &plan);
 /// copies in every block: copies (runtime_ngpus / plan_ngpus) divisible by
 /// zero_ngroups. The message names both counts, without a prefix.
 Status checkZeroNgroups(const proto::Plan &plan);
+/// ZeRO-3 gathers around recompute groups: a plan of zero 3 must have some.
+Status checkZero3(const proto::Plan &plan);
 
 /// Checks that `plan` fits `graph`: format version, device counts
 /// (runtime_ngpus a positive multiple of plan_ngpus), one NodePlan per node

@@ -69,7 +69,7 @@ public:
   /// True when `local` is one of this optimizer's parameters.
   bool has(const std::string &local) const { return index_.count(local) > 0; }
   /// Bytes of the optimizer states this rank holds, float32 master ranges
-  /// included.
+  /// included (mixed precision; not ZeRO-3's ranges of float32 values).
   int64_t stateBytes() const;
   /// Mixed precision: true when this optimizer holds the masters' ranges.
   bool shardsMasters() const { return masterDtype_.has_value(); }

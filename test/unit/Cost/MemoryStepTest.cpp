@@ -91,9 +91,19 @@ TEST_CASE("optimizer states per optimizer, precision and ZeRO", "[cost]") {
   m = cost::deviceMemory(c.load, o);
   CHECK(m.optimizerBytes == 12 * 128 / 4);
   CHECK(m.gradBytes == 6 * 128);
+  // ZeRO-3 shards what one recompute group alone reads: not this weight,
+  // read outside any group.
   o.zero = 3;
   m = cost::deviceMemory(c.load, o);
-  CHECK(m.paramBytes == 2 * 128 / 4);
+  CHECK(m.paramBytes == 2 * 128);
+  // Two groups' weights: each a quarter, and one group's whole while it runs.
+  cost::DeviceLoad two = c.load;
+  REQUIRE(two.state.size() == 1);
+  two.state[0].recomputeGroup = 0;
+  two.state.push_back(two.state[0]);
+  two.state[1].recomputeGroup = 1;
+  m = cost::deviceMemory(two, o);
+  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * 128 * 3 / 4);
 }
 
 TEST_CASE("step time: compute, and the gradient all-reduce exposed after backward", "[cost]") {

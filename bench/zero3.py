@@ -1,0 +1,95 @@
+"""ZeRO-3 (parameters sharded too, gathered around each recompute group) against ZeRO-2 on the
+same model and recompute groups: each rank's measured memory peak, the plan estimate, the step
+time and the losses.
+
+bench/zero3.py [--model nanogpt:default] [--dp 2] [--steps 6] [--warmup 2] [--accum 1]
+               [--bucket-mb 4] [--recompute Block] [--precisions fp32,bf16] [--bin build/bin]
+               [--work DIR]
+
+For each precision.mode, nnsc-plan --zero 2 and --zero 3 with --recompute-modules RECOMPUTE
+over DP copies, nnsc-codegen with BUCKET_MB buckets, and STEPS AdamW steps on CPU processes
+(nnsc-run --nproc-per-node dp, synthetic tokens, ACCUM micro-batches a step, 1 thread each).
+Both recompute the same groups and shard the same optimizer states and gradients; ZeRO-3 also
+keeps only its range of the parameters a group alone reads, and holds one group's parameters
+whole while it runs. The expected saving is those parameters' bytes times (1 - 1/dp), less
+the largest group. Prints rank 0's peak of live CPU tensor storage (counting allocator) and
+estimate, the median step time after WARMUP steps (ZeRO-3 all-gathers each group twice a
+micro-batch), the ratios zero3 / zero2, and how far the losses and grad norms are apart
+(rounding: the buckets end at the groups' parameters, so the norm sums other partial norms).
+"""
+import argparse
+import sys
+
+import benchlib
+
+ROOT = benchlib.ROOT
+MIB = 2.0**20
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="nanogpt:default")
+    ap.add_argument("--dp", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--accum", type=int, default=1)
+    ap.add_argument("--bucket-mb", type=float, default=4)
+    ap.add_argument("--recompute", default="Block")
+    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--bin", default=f"{ROOT}/build/bin")
+    ap.add_argument("--work", default=f"{ROOT}/out/bench/zero3")
+    ap.add_argument("--verbose", action="store_true", help="print the estimates' parts")
+    args = ap.parse_args()
+    model, config = args.model.split(":")
+    d = f"{args.work}/{model}-{config}"
+    vocab = benchlib.prepare(model, config, d, args.bin, "zero3")
+    print(f"{model}:{config}, dp {args.dp}, AdamW, {args.accum} micro-batch(es) a step, "
+          f"{args.bucket_mb:g} MiB buckets, recompute {args.recompute}, {args.steps} steps "
+          f"(median step time after {args.warmup}), rank 0; peak = live CPU tensor storage "
+          f"(counting allocator)")
+    for zero in (2, 3):
+        tag = f"dp{args.dp}-zero{zero}"
+        benchlib.sh([f"{args.bin}/nnsc-plan", f"{d}/trace/graph.pb", "--policy", "dp",
+                     "--runtime-ngpus", str(args.dp), "--zero", str(zero),
+                     "--recompute-modules", args.recompute, "-o", f"{d}/{tag}.pb"], "zero3")
+        benchlib.sh([f"{args.bin}/nnsc-codegen", f"{d}/trace/graph.pb", f"{d}/{tag}.pb", "-o",
+                     f"{d}/{tag}", "--bucket-mb", str(args.bucket_mb)], "zero3")
+    manifest = benchlib.sh([f"{args.bin}/nnsc-codegen", "--print-manifest",
+                            f"{d}/dp{args.dp}-zero3/rank0.pb"], "zero3")
+    shards = [l for l in manifest.splitlines() if l.startswith("shard ")]
+    gathered = [l for l in shards if " gathered in " in l]
+    print(f"rank 0 holds {len(shards)} shards; {len(gathered)} are gathered in a recompute "
+          f"function under ZeRO-3")
+    print(f"{'precision':<9} {'zero':>4} {'peak MiB':>9} {'est MiB':>9} {'step s':>7}")
+    apart = 0.0
+    for precision in args.precisions.split(","):
+        got = {}
+        for zero in (2, 3):
+            tag = f"dp{args.dp}-zero{zero}"
+            cfg, run_dir = f"{d}/{tag}-{precision}.yaml", f"{d}/{tag}-{precision}-run"
+            benchlib.write_config(cfg, f"{d}/{tag}", run_dir, vocab, args.steps, precision)
+            peak, est, rows, parts = benchlib.train_measured(
+                args.bin, cfg, run_dir, args.dp, [f"--train.grad_accumulation={args.accum}"],
+                "zero3")
+            step_s = sorted(r["step_s"] for r in rows[args.warmup:])
+            median = step_s[len(step_s) // 2]
+            got[zero] = (peak, est, median, [(r["loss"], r.get("grad_norm")) for r in rows])
+            print(f"{precision:<9} {zero:>4} {peak / MIB:9.2f} {est / MIB:9.2f} {median:7.3f}")
+            if args.verbose:
+                print(f"    estimate: {parts}")
+        two, three = got[2], got[3]
+        diffs = [abs(a - b) / max(abs(b), 1e-30)
+                 for (la, ga), (lb, gb) in zip(three[3], two[3])
+                 for a, b in ((la, lb), (ga or 0.0, gb or 0.0))]
+        worst = max(diffs) if diffs else 0.0
+        apart = max(apart, worst)
+        print(f"  {precision}: zero3 / zero2: peak {three[0] / two[0]:.3f} (saved "
+              f"{(two[0] - three[0]) / MIB:.2f} MiB measured, {(two[1] - three[1]) / MIB:.2f} "
+              f"MiB estimated), step time {three[2] / two[2]:.3f}; losses and grad norms "
+              f"{'the same' if worst == 0 else f'apart by {worst:.1e} (relative)'}")
+    if apart > 1e-4:
+        sys.exit("zero3: ZeRO-2 and ZeRO-3 trained differently")
+
+
+if __name__ == "__main__":
+    main()

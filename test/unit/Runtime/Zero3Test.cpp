@@ -1,0 +1,125 @@
+// ZeRO-3's parameters (Zero3.h) on 2 ranks: a reducer whose buckets never mix
+// units, the parameters of a unit bucket released to no elements and gathered
+// whole again from the optimizer's ranges (nested gathers counted), a step's
+// update reaching the next gather, the values for a checkpoint, and a resume's
+// values handed back.
+#include "CommTestUtil.h" // first: see there
+
+#include <c10/core/StorageImpl.h>
+
+#include "SpawnWorkers.h"
+#include "nnsc/Runtime/Reducer.h"
+#include "nnsc/Runtime/Zero3.h"
+#include "nnsc/Runtime/ZeroOptimizer.h"
+
+using namespace nnsc;
+using namespace nnsc::rt;
+
+namespace {
+
+size_t bytesHeld(const at::Tensor &t) { return t.storage().unsafeGetStorageImpl()->nbytes(); }
+
+} // namespace
+
+TEST_CASE("zero3 worker: gather and release", "[.worker]") {
+  if (!test::isWorker())
+    return;
+  std::unique_ptr<CommWorld> world = test::joinWorld();
+  NNSC_REQUIRE_OK(world->addGroups({{1, {0, 1}}}));
+  const int r = world->rank();
+  // a, b in unit 0 ("f0"), c in unit 1 ("f1"), d in none.
+  std::vector<std::vector<int64_t>> shapes{{2, 3}, {3}, {5}, {4}};
+  std::vector<at::Tensor> ps, start;
+  std::vector<std::string> names{"a", "b", "c", "d"};
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    start.push_back(test::valueOf(int(i), shapes[i]).to(at::kFloat));
+    ps.push_back(start.back().clone().requires_grad_(true));
+  }
+  Reducer reducer(world->group(1), ps, names, 1 << 20, /*average=*/true,
+                  std::chrono::seconds(30), 0, /*scatter=*/true, /*shardGrads=*/true, nullptr,
+                  {0, 0, 1, -1});
+  REQUIRE(reducer.numBuckets() == 3); // reverse order: [d], [c], [b, a]
+  CHECK(reducer.bucketUnit(0) == -1);
+  CHECK(reducer.bucketUnit(1) == 1);
+  CHECK(reducer.bucketUnit(2) == 0);
+  OptimizerConfig sgd;
+  sgd.name = "sgd";
+  std::vector<OptimParam> optim;
+  for (size_t i = 0; i < ps.size(); ++i)
+    optim.push_back({names[i], ps[i], true});
+  ZeroOptimizer zero(sgd, reducer, optim);
+  CHECK(zero.shardsValues("a"));
+  CHECK(zero.shardsValues("c"));
+  CHECK_FALSE(zero.shardsValues("d"));
+  Zero3Params params;
+  params.add(reducer, zero, {"f0", "f1"});
+  CHECK(params.numBuckets() == 2);
+  params.releaseAll();
+  for (int i : {0, 1, 2})
+    CHECK(bytesHeld(ps[i]) == 0);
+  CHECK(at::equal(ps[3], start[3])); // outside every unit: whole
+
+  NNSC_REQUIRE_OK(params.gather("f0"));
+  CHECK(at::equal(ps[0], start[0]));
+  CHECK(at::equal(ps[1], start[1]));
+  CHECK(bytesHeld(ps[2]) == 0);
+  CHECK(params.aliases(ps[0].view({-1}).narrow(0, 1, 2)));
+  CHECK_FALSE(params.aliases(ps[0].clone()));
+  NNSC_REQUIRE_OK(params.gather("f0")); // nested: the outer call releases
+  params.release("f0");
+  CHECK(at::equal(ps[0], start[0]));
+  params.release("f0");
+  CHECK(bytesHeld(ps[0]) == 0);
+  NNSC_REQUIRE_OK(params.gather("not a unit")); // nothing to gather
+
+  // One step: gradients from gathered parameters, SGD at lr 1, the update
+  // seen by the next gather as the mean gradient subtracted.
+  NNSC_REQUIRE_OK(params.gather("f0"));
+  NNSC_REQUIRE_OK(params.gather("f1"));
+  reducer.prepare(true);
+  at::Tensor loss = at::zeros({});
+  std::vector<at::Tensor> weights;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    weights.push_back(test::valueOf(r + 2, shapes[i]).to(at::kFloat));
+    loss = loss + (ps[i] * weights[i]).sum();
+  }
+  loss.backward();
+  params.release("f0");
+  params.release("f1");
+  NNSC_REQUIRE_OK(reducer.finish());
+  NNSC_REQUIRE_OK(zero.step(1.0));
+  NNSC_REQUIRE_OK(params.gather("f0"));
+  NNSC_REQUIRE_OK(params.gather("f1"));
+  for (size_t i = 0; i < ps.size(); ++i) {
+    CAPTURE(i);
+    at::Tensor mean = (test::valueOf(2, shapes[i]) + test::valueOf(3, shapes[i])).to(at::kFloat) / 2;
+    CHECK(at::allclose(ps[i], start[i] - mean));
+  }
+  params.release("f0");
+  params.release("f1");
+
+  // A checkpoint's values, and a resume's handed back.
+  auto whole = zero.gatherMasters();
+  NNSC_REQUIRE_OK(whole.status());
+  CHECK(whole->size() == 3);
+  CHECK(whole->count("d") == 0);
+  at::Tensor loaded = start[2] * 3;
+  zero.loadMaster("c", loaded);
+  NNSC_REQUIRE_OK(params.gather("f1"));
+  CHECK(at::equal(ps[2], loaded));
+  params.release("f1");
+  NNSC_REQUIRE_OK(world->world().barrier()->wait());
+}
+
+TEST_CASE("ZeRO-3 gathers a unit's parameters from the shards and releases them",
+          "[runtime][zero3]") {
+  int port = test::freePort();
+  std::vector<std::map<std::string, std::string>> env;
+  for (int r = 0; r < 2; ++r)
+    env.push_back(test::torchrunEnv(r, 2, port, /*agentStore=*/false));
+  for (const auto &result :
+       test::runWorkers("zero3 worker: gather and release", env, std::chrono::seconds(120))) {
+    INFO(result.log);
+    CHECK(result.status == 0);
+  }
+}
