@@ -221,7 +221,6 @@ Status checkZero3Functions(const TrainerState &s) {
 }
 
 Status buildReducers(TrainerState &s) {
-  NNSC_RETURN_IF_ERROR(checkZero3Functions(s));
   const std::vector<std::string> unitNames = zero3Units(s.manifest);
   std::map<std::string, int> shardIndex;
   for (size_t i = 0; i < s.shardInfo.size(); ++i)
@@ -427,6 +426,7 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
   NNSC_RETURN_IF_ERROR(loadShards(*s));
   NNSC_RETURN_IF_ERROR(setupPrecision(*s));
   NNSC_RETURN_IF_ERROR(compileProgram(*s));
+  NNSC_RETURN_IF_ERROR(checkZero3Functions(*s)); // before the peers wait for this rank
   NNSC_RETURN_IF_ERROR(connect(*s));
   NNSC_RETURN_IF_ERROR(buildReducers(*s));
   NNSC_RETURN_IF_ERROR(buildBufferSyncs(*s));
