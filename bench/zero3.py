@@ -3,7 +3,7 @@ same model and recompute groups: each rank's measured memory peak, the plan esti
 time and the losses.
 
 bench/zero3.py [--model nanogpt:default] [--dp 2] [--steps 6] [--warmup 2] [--accum 1]
-               [--bucket-mb 4] [--recompute Block] [--precisions fp32,bf16] [--bin build/bin]
+               [--bucket-mb 4] [--recompute Block] [--precisions fp32] [--bin build/bin]
                [--work DIR]
 
 For each precision.mode, nnsc-plan --zero 2 and --zero 3 with --recompute-modules RECOMPUTE
@@ -18,6 +18,7 @@ micro-batch), the ratios zero3 / zero2, and how far the losses and grad norms ar
 (rounding: the buckets end at the groups' parameters, so the norm sums other partial norms).
 """
 import argparse
+import re
 import sys
 
 import benchlib
@@ -35,9 +36,11 @@ def main():
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--bucket-mb", type=float, default=4)
     ap.add_argument("--recompute", default="Block")
-    ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--precisions", default="fp32")
     ap.add_argument("--bin", default=f"{ROOT}/build/bin")
     ap.add_argument("--work", default=f"{ROOT}/out/bench/zero3")
+    ap.add_argument("--cluster", default=f"{ROOT}/configs/clusters/cpu-local.example.yaml",
+                    help="the cluster the cost model predicts the step times on")
     ap.add_argument("--verbose", action="store_true", help="print the estimates' parts")
     args = ap.parse_args()
     model, config = args.model.split(":")
@@ -47,11 +50,21 @@ def main():
           f"{args.bucket_mb:g} MiB buckets, recompute {args.recompute}, {args.steps} steps "
           f"(median step time after {args.warmup}), rank 0; peak = live CPU tensor storage "
           f"(counting allocator)")
+    predicted = {}
     for zero in (2, 3):
         tag = f"dp{args.dp}-zero{zero}"
-        benchlib.sh([f"{args.bin}/nnsc-plan", f"{d}/trace/graph.pb", "--policy", "dp",
-                     "--runtime-ngpus", str(args.dp), "--zero", str(zero),
-                     "--recompute-modules", args.recompute, "-o", f"{d}/{tag}.pb"], "zero3")
+        printed = benchlib.sh([f"{args.bin}/nnsc-plan", f"{d}/trace/graph.pb", "--policy", "dp",
+                               "--runtime-ngpus", str(args.dp), "--zero", str(zero),
+                               "--recompute-modules", args.recompute, "--cluster", args.cluster,
+                               "-o", f"{d}/{tag}.pb", "--print"], "zero3")
+        m = re.search(r"predicted step time: ([0-9.]+) (s|ms|us)", printed)
+        if not m:
+            sys.exit(f"zero3: nnsc-plan printed no predicted step time:\n{printed}")
+        predicted[zero] = float(m.group(1)) * {"s": 1, "ms": 1e-3, "us": 1e-6}[m.group(2)]
+        gathers = re.search(r"ZeRO-3 parameter gathers ([0-9.]+ (?:s|ms|us))", printed)
+        if gathers:
+            print(f"cost model ({args.cluster.split('/')[-1]}): ZeRO-3's gathers "
+                  f"{gathers.group(1)} a micro-batch")
         benchlib.sh([f"{args.bin}/nnsc-codegen", f"{d}/trace/graph.pb", f"{d}/{tag}.pb", "-o",
                      f"{d}/{tag}", "--bucket-mb", str(args.bucket_mb)], "zero3")
     manifest = benchlib.sh([f"{args.bin}/nnsc-codegen", "--print-manifest",
@@ -85,7 +98,9 @@ def main():
         apart = max(apart, worst)
         print(f"  {precision}: zero3 / zero2: peak {three[0] / two[0]:.3f} (saved "
               f"{(two[0] - three[0]) / MIB:.2f} MiB measured, {(two[1] - three[1]) / MIB:.2f} "
-              f"MiB estimated), step time {three[2] / two[2]:.3f}; losses and grad norms "
+              f"MiB estimated), step time {three[2] / two[2]:.3f} (predicted "
+              f"{predicted[3] / predicted[2]:.3f}: {predicted[2]:.3f} s, {predicted[3]:.3f} s); "
+              f"losses and grad norms "
               f"{'the same' if worst == 0 else f'apart by {worst:.1e} (relative)'}")
     if apart > 1e-4:
         sys.exit("zero3: ZeRO-2 and ZeRO-3 trained differently")

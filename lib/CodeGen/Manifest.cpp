@@ -191,6 +191,12 @@ void fillEstimate(const cost::DeviceLoad &load, const proto::RankManifest &m,
     if (s.trainable)
       trainable += s.elements;
   e.set_param_bytes(memory.paramBytes);
+  if (m.zero() >= 3) { // the parameters one recompute group alone reads, over the copies
+    options.zero = m.zero();
+    options.dpSize = std::max(1, m.dp_size());
+    options.zeroNgroups = std::max(1, m.zero_ngroups());
+    e.set_param_bytes(cost::deviceMemory(load, options).paramBytes);
+  }
   e.set_grad_bytes(memory.gradBytes);
   e.set_activation_bytes(memory.activationBytes);
   e.set_transient_bytes(memory.transientBytes);

@@ -72,17 +72,19 @@ void printStepTime(const std::vector<StepBreakdown> &steps, const DeviceSpec &de
   double slowest = 0;
   for (const StepBreakdown &s : steps) {
     os << fmt::format("  device {}: forward {} + comm {}, backward {} + comm {} (per "
-                      "micro-batch); grad all-reduce {} in {} bucket{}, {} exposed; optimizer "
+                      "micro-batch{}); grad all-reduce {} in {} bucket{}, {} exposed; optimizer "
                       "{}; {}step {}\n",
                       s.device, formatSeconds(s.forwardCompute), formatSeconds(s.forwardComm),
                       formatSeconds(s.backwardCompute), formatSeconds(s.backwardComm),
+                      s.paramGather > 0 ? fmt::format(", ZeRO-3 parameter gathers {}",
+                                                      formatSeconds(s.paramGather))
+                                        : "",
                       formatSeconds(s.gradReduce), s.buckets, s.buckets == 1 ? "" : "s",
                       formatSeconds(s.gradReduceExposed), formatSeconds(s.optimizer),
-                      s.scheduleSeconds > 0
-                          ? fmt::format("pipeline schedule {} ({} waiting); ",
-                                        formatSeconds(s.scheduleSeconds),
-                                        formatSeconds(s.bubbleSeconds))
-                          : "",
+                      s.scheduleSeconds > 0 ? fmt::format("pipeline schedule {} ({} waiting); ",
+                                                          formatSeconds(s.scheduleSeconds),
+                                                          formatSeconds(s.bubbleSeconds))
+                                            : "",
                       formatSeconds(s.total()));
     slowest = std::max(slowest, s.total());
   }

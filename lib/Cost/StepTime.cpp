@@ -172,6 +172,20 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
     return reduce.status();
   s.gradReduce = reduce->seconds;
   s.buckets = reduce->buckets;
+  if (options.memory.zero >= 3) { // each group's values gathered twice a micro-batch
+    std::map<int, std::pair<int64_t, std::vector<int>>> groups;
+    for (const GradShard &g : in.grads)
+      if (g.recomputeGroup >= 0 && g.ranks.size() > 1) {
+        groups[g.recomputeGroup].first += g.valueBytes;
+        groups[g.recomputeGroup].second = g.ranks;
+      }
+    for (const auto &[group, what] : groups) {
+      auto t = cluster.commTime(Collective::AllGather, what.first, what.second);
+      if (!t)
+        return t.status();
+      s.paramGather += 2 * *t;
+    }
+  }
   s.gradReduceExposed = std::max(0.0, reduce->end - s.backwardCompute);
   s.optimizer = optimizerSeconds(in, cluster, options.memory);
   if (in.normRanks.size() > 1) {

@@ -37,10 +37,11 @@ Status checkOptions(const PlanOptions &options) {
   if (!options.planFile.empty() && options.policy != "file")
     return errorf("error: --plan-file needs --policy file (got --policy {})", options.policy);
   if (options.zero < -1 || options.zero > kMaxZeroStage)
-    return errorf("error: unsupported --zero {}; expected 0 (off), 1 (optimizer states sharded "
-                  "over the data-parallel copies), 2 (gradients too) or 3 (parameters too, gathered around "
-                  "each recompute group)",
-                  options.zero);
+    return errorf(
+        "error: unsupported --zero {}; expected 0 (off), 1 (optimizer states sharded "
+        "over the data-parallel copies), 2 (gradients too) or 3 (parameters too, gathered around "
+        "each recompute group)",
+        options.zero);
   if (options.zeroNgroups == 0 || options.zeroNgroups < -1 ||
       options.zeroNgroups > kMaxRuntimeNgpus)
     return errorf("error: impossible --zero-ngroups {}; expected a positive number of blocks",

@@ -18,10 +18,10 @@
 #include "nnsc/Runtime/MixedPrecision.h"
 #include "nnsc/Runtime/Optimizer.h"
 #include "nnsc/Runtime/Program.h"
-#include "nnsc/Runtime/Zero3.h"
 #include "nnsc/Runtime/Reducer.h"
 #include "nnsc/Runtime/ShardTable.h"
 #include "nnsc/Runtime/TrainerConfig.h"
+#include "nnsc/Runtime/Zero3.h"
 #include "nnsc/Runtime/ZeroOptimizer.h"
 #include "nnsc/manifest.pb.h"
 

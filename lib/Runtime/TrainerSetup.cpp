@@ -215,7 +215,8 @@ Status checkZero3Functions(const TrainerState &s) {
     if (!args || std::find(args->begin(), args->end(), sh.local_name()) == args->end())
       return errorf("rank{}.pb: error: shard '{}' is to be gathered in '{}' (ZeRO-3), which {}",
                     s.env.rank, sh.local_name(), fn,
-                    args ? "does not take it" : fmt::format("is no function of {}", s.manifest.program()));
+                    args ? "does not take it"
+                         : fmt::format("is no function of {}", s.manifest.program()));
   }
   return Status::ok();
 }
@@ -243,9 +244,9 @@ Status buildReducers(TrainerState &s) {
       params.push_back(s.shards[it->second]);
       names.push_back(n);
       const std::string &fn = s.manifest.shards(it->second).zero3_function();
-      units.push_back(fn.empty() ? -1
-                                 : int(std::find(unitNames.begin(), unitNames.end(), fn) -
-                                       unitNames.begin()));
+      units.push_back(
+          fn.empty() ? -1
+                     : int(std::find(unitNames.begin(), unitNames.end(), fn) - unitNames.begin()));
     }
     // ZeRO-1 shards the optimizer states over the ranks holding these shards,
     // ZeRO-2 the gradients too; in blocks, over those of this rank's block.

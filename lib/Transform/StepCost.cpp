@@ -142,6 +142,10 @@ void addGrads(const ir::Graph &graph, const proto::Plan &plan, const Partitioned
                           reducerRanks(devices, plan.plan_ngpus(), copies),
                           firstReadOn(readers[static_cast<size_t>(d)], t.id,
                                       loads[static_cast<size_t>(d)].parts.size())});
+      for (const cost::StateHolding &h : loads[static_cast<size_t>(d)].state)
+        if (h.tensor == t.id)
+          in.grads.back().recomputeGroup = h.recomputeGroup;
+      in.grads.back().valueBytes = static_cast<int64_t>(elements) * ir::dtypeSize(t.dtype);
       in.trainableElements += elements;
       in.trainableTensors += 1;
     }

@@ -36,6 +36,11 @@ struct GradShard {
   int64_t bytes = 0;
   std::vector<int> ranks; ///< the reducer's group, global ranks
   int firstReader = 0;    ///< index into the parts of the first part reading it
+  /// ZeRO-3: the recompute group that alone reads it on this device (its
+  /// values are all-gathered when the group runs), -1 none; and the bytes of
+  /// those values.
+  int recomputeGroup = -1;
+  int64_t valueBytes = 0;
 };
 
 struct StepInput {
@@ -74,6 +79,10 @@ struct StepBreakdown {
   double gradReduce = 0;        ///< all buckets' all-reduce time
   double gradReduceExposed = 0; ///< the part not hidden behind the last backward
   double optimizer = 0;
+  /// ZeRO-3, one micro-batch: the all-gathers of each recompute group's
+  /// parameters before its forward and before its re-run in backward; the
+  /// runtime waits for each before running the group (no prefetch).
+  double paramGather = 0;
   int buckets = 0;
   int microBatches = 1;
   /// Pipelined plans: when this device's stage finishes its schedule (every
@@ -84,7 +93,8 @@ struct StepBreakdown {
   double total() const {
     if (scheduleSeconds > 0)
       return scheduleSeconds + gradReduceExposed + optimizer;
-    return microBatches * (forwardCompute + backwardCompute + forwardComm + backwardComm) +
+    return microBatches *
+               (forwardCompute + backwardCompute + forwardComm + backwardComm + paramGather) +
            gradReduceExposed + optimizer;
   }
 };

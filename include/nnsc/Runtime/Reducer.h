@@ -151,9 +151,7 @@ public:
   /// Where each member starts in the bucket's flat.
   const std::vector<int64_t> &bucketOffsets(size_t b) const { return buckets_[b].offsets; }
   /// ZeRO-3: the unit of bucket b's parameters, -1 none.
-  int bucketUnit(size_t b) const {
-    return units_.empty() ? -1 : units_[buckets_[b].members[0]];
-  }
+  int bucketUnit(size_t b) const { return units_.empty() ? -1 : units_[buckets_[b].members[0]]; }
   const ZeroBucketLayout &zeroLayout(size_t b) const { return buckets_[b].zero; }
   const at::Tensor &gradShard(size_t b) const { return buckets_[b].shard; }
 

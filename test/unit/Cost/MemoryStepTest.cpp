@@ -169,6 +169,29 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   CHECK(cost::stepTime(normed, cluster, {})->optimizer ==
         Catch::Approx(s->optimizer + 1e-3 + 8 / 1e9));
   CHECK(u->forwardCompute == Catch::Approx(fwd));
+  // ZeRO-3: a recompute group's values all-gathered twice a micro-batch (its
+  // forward and its re-run), from the table; nothing without stage 3.
+  cost::Cluster gathering = cluster;
+  REQUIRE(gathering.comm
+              ->add({cost::Collective::AllGather,
+                     2,
+                     cost::Placement::Intra,
+                     {{1, 2e-3}, {1e9, 2e-3 + 1}}})
+              .isOk());
+  cost::StepInput grouped = in;
+  grouped.grads[0].recomputeGroup = 0;
+  grouped.grads[0].valueBytes = 4000;
+  grouped.grads.push_back({2, 8000, {0, 1}, 0, 1, 2000});
+  cost::StepOptions three;
+  three.memory.zero = 3;
+  three.microBatches = 2;
+  auto g = cost::stepTime(grouped, gathering, three);
+  REQUIRE(g.isOk());
+  CHECK(g->paramGather == Catch::Approx(2 * (2e-3 + 4000 / 1e9) + 2 * (2e-3 + 2000 / 1e9)));
+  CHECK(g->total() == Catch::Approx(2 * (g->forwardCompute + g->backwardCompute + g->paramGather) +
+                                    g->gradReduceExposed + g->optimizer));
+  three.memory.zero = 2;
+  CHECK(cost::stepTime(grouped, gathering, three)->paramGather == 0);
   // A gradient ready early (its reader is the last part) overlaps the rest.
   in.grads[0].firstReader = 4;
   s = cost::stepTime(in, cluster, {});

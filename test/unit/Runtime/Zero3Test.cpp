@@ -35,9 +35,8 @@ TEST_CASE("zero3 worker: gather and release", "[.worker]") {
     start.push_back(test::valueOf(int(i), shapes[i]).to(at::kFloat));
     ps.push_back(start.back().clone().requires_grad_(true));
   }
-  Reducer reducer(world->group(1), ps, names, 1 << 20, /*average=*/true,
-                  std::chrono::seconds(30), 0, /*scatter=*/true, /*shardGrads=*/true, nullptr,
-                  {0, 0, 1, -1});
+  Reducer reducer(world->group(1), ps, names, 1 << 20, /*average=*/true, std::chrono::seconds(30),
+                  0, /*scatter=*/true, /*shardGrads=*/true, nullptr, {0, 0, 1, -1});
   REQUIRE(reducer.numBuckets() == 3); // reverse order: [d], [c], [b, a]
   CHECK(reducer.bucketUnit(0) == -1);
   CHECK(reducer.bucketUnit(1) == 1);
@@ -92,7 +91,8 @@ TEST_CASE("zero3 worker: gather and release", "[.worker]") {
   NNSC_REQUIRE_OK(params.gather("f1"));
   for (size_t i = 0; i < ps.size(); ++i) {
     CAPTURE(i);
-    at::Tensor mean = (test::valueOf(2, shapes[i]) + test::valueOf(3, shapes[i])).to(at::kFloat) / 2;
+    at::Tensor mean =
+        (test::valueOf(2, shapes[i]) + test::valueOf(3, shapes[i])).to(at::kFloat) / 2;
     CHECK(at::allclose(ps[i], start[i] - mean));
   }
   params.release("f0");
