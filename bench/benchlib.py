@@ -66,6 +66,27 @@ def train_measured(b, cfg, run_dir, dp, extra, who="bench"):
             parts.group(1) if parts else "")
 
 
+def train_zero_program(b, d, tag, precision, vocab, steps, dp, accum, warmup, who="bench"):
+    """Trains the program d/tag under `precision` for `steps` steps of `accum` micro-batches on
+    dp processes; returns rank 0's measured peak and plan estimate (bytes), the median step
+    time after `warmup` steps, each step's (loss, grad norm) and the estimate's parts."""
+    cfg, run_dir = f"{d}/{tag}-{precision}.yaml", f"{d}/{tag}-{precision}-run"
+    write_config(cfg, f"{d}/{tag}", run_dir, vocab, steps, precision)
+    peak, est, rows, parts = train_measured(b, cfg, run_dir, dp,
+                                            [f"--train.grad_accumulation={accum}"], who)
+    step_s = sorted(r["step_s"] for r in rows[warmup:])
+    return (peak, est, step_s[len(step_s) // 2],
+            [(r["loss"], r.get("grad_norm")) for r in rows], parts)
+
+
+def losses_apart(a, b):
+    """The largest relative difference between two runs' (loss, grad norm) pairs, step by step."""
+    diffs = [abs(x - y) / max(abs(y), 1e-30)
+             for (la, ga), (lb, gb) in zip(a, b)
+             for x, y in ((la, lb), (ga or 0.0, gb or 0.0))]
+    return max(diffs) if diffs else 0.0
+
+
 def metrics_rows(run_dir):
     """The rows of nnsc-run's metrics.jsonl in run_dir, as dicts."""
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:

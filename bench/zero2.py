@@ -27,13 +27,6 @@ def sh(cmd):
     return benchlib.sh(cmd, "zero2")
 
 
-def run(d, b, tag, dp, accum, steps, vocab, precision):
-    cfg, run_dir = f"{d}/{tag}-{precision}.yaml", f"{d}/{tag}-{precision}-run"
-    benchlib.write_config(cfg, f"{d}/{tag}", run_dir, vocab, steps, precision)
-    return benchlib.train_measured(b, cfg, run_dir, dp, [f"--train.grad_accumulation={accum}"],
-                                   "zero2")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="nanogpt:default")
@@ -64,19 +57,15 @@ def main():
     for precision in args.precisions.split(","):
         got = {}
         for zero in (1, 2):
-            peak, est, rows, parts = run(d, args.bin, f"dp{args.dp}-zero{zero}", args.dp,
-                                         args.accum, args.steps, vocab, precision)
-            step_s = sorted(r["step_s"] for r in rows[args.warmup:])
-            median = step_s[len(step_s) // 2]
-            got[zero] = (peak, est, median, [(r["loss"], r.get("grad_norm")) for r in rows])
+            got[zero] = benchlib.train_zero_program(
+                args.bin, d, f"dp{args.dp}-zero{zero}", precision, vocab, args.steps, args.dp,
+                args.accum, args.warmup, "zero2")
+            peak, est, median, _, parts = got[zero]
             print(f"{precision:<9} {zero:>4} {peak / MIB:9.2f} {est / MIB:9.2f} {median:7.3f}")
             if args.verbose:
                 print(f"    estimate: {parts}")
         one, two = got[1], got[2]
-        diffs = [abs(a - b) / max(abs(b), 1e-30)
-                 for (la, ga), (lb, gb) in zip(two[3], one[3])
-                 for a, b in ((la, lb), (ga or 0.0, gb or 0.0))]
-        worst = max(diffs) if diffs else 0.0
+        worst = benchlib.losses_apart(two[3], one[3])
         apart = max(apart, worst)
         print(f"  {precision}: zero2 / zero1: peak {two[0] / one[0]:.3f} (saved "
               f"{(one[0] - two[0]) / MIB:.2f} MiB measured, {(one[1] - two[1]) / MIB:.2f} MiB "

@@ -78,23 +78,15 @@ def main():
     for precision in args.precisions.split(","):
         got = {}
         for zero in (2, 3):
-            tag = f"dp{args.dp}-zero{zero}"
-            cfg, run_dir = f"{d}/{tag}-{precision}.yaml", f"{d}/{tag}-{precision}-run"
-            benchlib.write_config(cfg, f"{d}/{tag}", run_dir, vocab, args.steps, precision)
-            peak, est, rows, parts = benchlib.train_measured(
-                args.bin, cfg, run_dir, args.dp, [f"--train.grad_accumulation={args.accum}"],
-                "zero3")
-            step_s = sorted(r["step_s"] for r in rows[args.warmup:])
-            median = step_s[len(step_s) // 2]
-            got[zero] = (peak, est, median, [(r["loss"], r.get("grad_norm")) for r in rows])
+            got[zero] = benchlib.train_zero_program(
+                args.bin, d, f"dp{args.dp}-zero{zero}", precision, vocab, args.steps, args.dp,
+                args.accum, args.warmup, "zero3")
+            peak, est, median, _, parts = got[zero]
             print(f"{precision:<9} {zero:>4} {peak / MIB:9.2f} {est / MIB:9.2f} {median:7.3f}")
             if args.verbose:
                 print(f"    estimate: {parts}")
         two, three = got[2], got[3]
-        diffs = [abs(a - b) / max(abs(b), 1e-30)
-                 for (la, ga), (lb, gb) in zip(three[3], two[3])
-                 for a, b in ((la, lb), (ga or 0.0, gb or 0.0))]
-        worst = max(diffs) if diffs else 0.0
+        worst = benchlib.losses_apart(three[3], two[3])
         apart = max(apart, worst)
         print(f"  {precision}: zero3 / zero2: peak {three[0] / two[0]:.3f} (saved "
               f"{(two[0] - three[0]) / MIB:.2f} MiB measured, {(two[1] - three[1]) / MIB:.2f} "
