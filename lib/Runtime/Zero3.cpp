@@ -65,39 +65,55 @@ Status Zero3Params::gather(const std::string &function) {
     WorkPtr work;
   };
   std::vector<Launch> launches;
-  for (size_t k : it->second) {
-    Entry &e = entries_[k];
-    if (e.uses++ > 0)
-      continue;
-    const ZeroBucketLayout &layout = e.reducer->zeroLayout(e.bucket);
-    at::Tensor src = e.optimizer->gatherSource(e.bucket);
-    at::Tensor fresh = at::empty({layout.padded}, src.options());
-    std::vector<at::Tensor> outputs = fresh.split(layout.shardNumel);
-    WorkPtr work = e.reducer->group().allGather(src, outputs);
-    launches.push_back({k, fresh, work});
-  }
-  for (size_t n = 0; n < launches.size(); ++n) {
-    Launch &l = launches[n];
-    Entry &e = entries_[l.entry];
-    Status st = l.work->wait();
-    if (!st.isOk()) {
-      for (size_t m = n; m < launches.size(); ++m) // not whole: a later gather starts over
-        entries_[launches[m].entry].uses = 0;
-      return Status::error(
-          fmt::format("ZeRO-3 parameter all-gather for {} on {}: bucket {} (first tensor '{}'): {}",
-                      function, e.reducer->group().group().describe(), e.bucket,
-                      e.reducer->names()[e.reducer->bucketMembers(e.bucket)[0]], st.message()),
-          st.kind());
+  std::vector<size_t> counted; // entries whose count this call raised
+  // A failure (a status, or an exception such as an allocation's) leaves
+  // none of them gathered: the caller releases nothing, a later gather
+  // starts over.
+  auto undo = [&] {
+    for (size_t k : counted)
+      if (--entries_[k].uses == 0)
+        free(entries_[k]);
+  };
+  counted.reserve(it->second.size()); // the push_back below cannot throw
+  try {
+    for (size_t k : it->second) {
+      Entry &e = entries_[k];
+      counted.push_back(k);
+      if (++e.uses > 1)
+        continue;
+      const ZeroBucketLayout &layout = e.reducer->zeroLayout(e.bucket);
+      at::Tensor src = e.optimizer->gatherSource(e.bucket);
+      at::Tensor fresh = at::empty({layout.padded}, src.options());
+      std::vector<at::Tensor> outputs = fresh.split(layout.shardNumel);
+      WorkPtr work = e.reducer->group().allGather(src, outputs);
+      launches.push_back({k, fresh, work});
     }
-    // Gloo carries 16-bit values widened: float32 arrived, rounded here.
-    at::Tensor got = l.fresh.scalar_type() == e.whole.scalar_type()
-                         ? l.fresh
-                         : l.fresh.to(e.whole.scalar_type());
-    c10::StorageImpl &from = storageOf(got), &to = storageOf(e.whole);
-    size_t nbytes = from.nbytes();
-    to.set_data_ptr_noswap(from.set_data_ptr(at::DataPtr(nullptr, got.device())));
-    from.set_nbytes(0);
-    to.set_nbytes(nbytes);
+    for (size_t n = 0; n < launches.size(); ++n) {
+      Launch &l = launches[n];
+      Entry &e = entries_[l.entry];
+      Status st = l.work->wait();
+      if (!st.isOk()) {
+        undo();
+        return Status::error(
+            fmt::format(
+                "ZeRO-3 parameter all-gather for {} on {}: bucket {} (first tensor '{}'): {}",
+                function, e.reducer->group().group().describe(), e.bucket,
+                e.reducer->names()[e.reducer->bucketMembers(e.bucket)[0]], st.message()),
+            st.kind());
+      }
+      // Gloo carries 16-bit values widened: float32 arrived, rounded here.
+      at::Tensor got = l.fresh.scalar_type() == e.whole.scalar_type()
+                           ? l.fresh
+                           : l.fresh.to(e.whole.scalar_type());
+      c10::StorageImpl &from = storageOf(got), &to = storageOf(e.whole);
+      size_t nbytes = from.nbytes();
+      to.set_data_ptr_noswap(from.set_data_ptr(at::DataPtr(nullptr, got.device())));
+      from.set_nbytes(0);
+      to.set_nbytes(nbytes);
+    }
+  } catch (...) {
+    undo();
+    throw;
   }
   return Status::ok();
 }

@@ -61,11 +61,14 @@ ZeroOptimizer::ZeroOptimizer(const OptimizerConfig &config, Reducer &reducer,
       continue;
     const ZeroBucketLayout &layout = reducer_.zeroLayout(b);
     at::Tensor &flat = buckets_[b].master;
-    flat = at::zeros({layout.shardNumel}, params_[0].param.options().requires_grad(false));
+    // The bucket's own dtype: a reducer's buckets may differ in it.
+    flat = at::zeros({layout.shardNumel},
+                     params_[reducer_.bucketMembers(b)[0]].param.options().requires_grad(false));
     for (const ZeroPiece &piece : layout.pieces)
       flat.narrow(0, piece.shardOffset, piece.length)
-          .copy_(params_[reducer_.bucketMembers(b)[piece.member]].param.detach().reshape({-1}).narrow(
-              0, piece.paramOffset, piece.length));
+          .copy_(
+              params_[reducer_.bucketMembers(b)[piece.member]].param.detach().reshape({-1}).narrow(
+                  0, piece.paramOffset, piece.length));
   }
 }
 
@@ -231,7 +234,8 @@ void ZeroOptimizer::loadMaster(const std::string &local, const at::Tensor &value
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces)
       if (reducer_.bucketMembers(b)[piece.member] == k)
-        buckets_[b].master.narrow(0, piece.shardOffset, piece.length)
+        buckets_[b]
+            .master.narrow(0, piece.shardOffset, piece.length)
             .copy_(flat.narrow(0, piece.paramOffset, piece.length));
 }
 

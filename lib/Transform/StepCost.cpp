@@ -145,7 +145,9 @@ void addGrads(const ir::Graph &graph, const proto::Plan &plan, const Partitioned
       for (const cost::StateHolding &h : loads[static_cast<size_t>(d)].state)
         if (h.tensor == t.id)
           in.grads.back().recomputeGroup = h.recomputeGroup;
-      in.grads.back().valueBytes = static_cast<int64_t>(elements) * ir::dtypeSize(t.dtype);
+      // ZeRO-3 gathers the values in the training dtype: 16-bit in mixed precision.
+      int64_t valueSize = float32Wire && ir::isFloatingPoint(t.dtype) ? 2 : ir::dtypeSize(t.dtype);
+      in.grads.back().valueBytes = static_cast<int64_t>(elements) * valueSize;
       in.trainableElements += elements;
       in.trainableTensors += 1;
     }
@@ -187,8 +189,8 @@ pipelinedStep(const ir::Graph &graph, const proto::Plan &plan, const Partitioned
   for (int vs = 0; vs < virtualStages; ++vs)
     for (int d : plan.stages(vs).devices()) {
       physicalOf[static_cast<size_t>(d)] = vs % stages;
-      auto share = cost::stepTime(stageShare(inputs[static_cast<size_t>(d)], plan, vs), cluster,
-                                  options);
+      auto share =
+          cost::stepTime(stageShare(inputs[static_cast<size_t>(d)], plan, vs), cluster, options);
       if (!share)
         return share.status();
       size_t k = static_cast<size_t>(vs);
