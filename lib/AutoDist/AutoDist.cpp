@@ -573,6 +573,14 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
     sel.patterns = options.recomputeModules;
     named.push_back(sel);
   }
+  if (options.zero >= 3 && options.recompute == Options::Recompute::None)
+    return Status::error("error: --zero 3 with --recompute none: ZeRO-3 gathers each recompute "
+                         "group's parameters when the group runs; pass --recompute auto or a "
+                         "module class");
+  if (options.zero >= 3 && options.recompute == Options::Recompute::Auto && blocks.paths.empty())
+    return errorf("error: --zero 3: {} has no repeated module class for recompute auto to "
+                  "group; pass --recompute CLASS",
+                  graph.name);
   if (options.recompute == Options::Recompute::Auto && !blocks.paths.empty()) {
     result.recomputeClass = blocks.cls;
     result.recomputeInstances = static_cast<int>(blocks.paths.size());
@@ -612,11 +620,17 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
     int micro = microBatchesFor(options, dp);
     if (micro < 1)
       continue; // the global batch does not split over dp copies
+    // ZeRO-3 shards the weights its recompute groups alone read: it is
+    // searched where groups can exist (recompute auto or named classes).
+    const bool grouped = (options.recompute == Options::Recompute::Auto && !blocks.paths.empty()) ||
+                         options.recompute == Options::Recompute::Modules;
     std::vector<int> zeros;
     if (options.zero >= 0)
       zeros = {options.zero};
+    else if (dp > 1)
+      zeros = grouped ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1, 2};
     else
-      zeros = dp > 1 ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
+      zeros = {0};
     for (int z : zeros) {
       if (!zeroSplits(options, z, dp))
         continue; // its copies do not fill the blocks
@@ -631,8 +645,13 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
       if (!groups)
         return groups.status();
       s.recomputeGroup = *groups;
-      Trial first = keep(solveSetting(graph, cluster, options, s, result.memLimit, cache, blocks));
-      bool fits = first.fits;
+      // ZeRO-3 without groups shards nothing more than ZeRO-2: under
+      // recompute auto its first trial recomputes every instance (below).
+      const bool ungrouped = std::none_of(s.recomputeGroup.begin(), s.recomputeGroup.end(),
+                                          [](int g) { return g >= 0; });
+      bool fits = false;
+      if (z < 3 || !ungrouped)
+        fits = keep(solveSetting(graph, cluster, options, s, result.memLimit, cache, blocks)).fits;
       if (!fits && options.recompute == Options::Recompute::Auto && !blocks.paths.empty()) {
         // The fewest recomputed layers that fit. The problem's least memory
         // falls by the same bytes for every layer recomputed (the layers are
@@ -660,7 +679,8 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
         // Every instance first: where even that does not fit, no count does.
         if (tryCount(layers).fits) {
           hi = layers - 1;
-          perLayer = (least0 - lastLeast) / layers;
+          // (Measured from the trial without recompute, where there was one.)
+          perLayer = z < 3 || !ungrouped ? (least0 - lastLeast) / layers : 0;
         } else {
           lo = hi + 1;
         }
@@ -683,8 +703,9 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
           }
         }
         fits = best > 0;
-        if (fits)
-          s.recomputeGroup = firstGroups(best);
+        // The seed policies below take the fewest that fit, else every
+        // instance (their least memory).
+        s.recomputeGroup = firstGroups(fits ? best : layers);
       }
       if (T > 1)
         for (const char *policy : {"tp", "data"})
@@ -753,10 +774,12 @@ Expected<Result> search(const ir::Graph &graph, const cost::Cluster &cluster,
           t.zero == c.zero)
         fewest = std::min(fewest, t.recomputeLayers);
     result.notes.push_back(fmt::format(
-        "recompute {} of {} {} instances: without recompute no plan over {} fits {} per device; "
-        "{}{}",
-        c.recomputeLayers, blocks.paths.size(), blocks.cls, where(c),
-        plan::formatBytes(result.memLimit),
+        "recompute {} of {} {} instances: {}; {}{}", c.recomputeLayers, blocks.paths.size(),
+        blocks.cls,
+        options.zero >= 3
+            ? std::string("--zero 3 shards the weights that a recomputed instance alone reads")
+            : fmt::format("without recompute no plan over {} fits {} per device", where(c),
+                          plan::formatBytes(result.memLimit)),
         c.stages > 1 ? "each stage recomputes the fewest of its own that fit"
                      : fmt::format("{} is the fewest that fit", fewest),
         fewest < c.recomputeLayers ? fmt::format(", {} the fastest", c.recomputeLayers) : ""));

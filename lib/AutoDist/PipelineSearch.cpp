@@ -479,10 +479,10 @@ Expected<std::vector<Outcome>> searchPipelines(const ir::Graph &graph, const cos
       if (options.zero >= 2) {
         // ZeRO-2 reduces every micro-batch; pipelines accumulate (Validate.cpp).
         if (options.pipelineStages > 0)
-          return errorf("error: --zero 2 with --pipeline {}: ZeRO-2 reduce-scatters each "
+          return errorf("error: --zero {} with --pipeline {}: ZeRO-{} reduce-scatters each "
                         "micro-batch's gradients, a pipeline accumulates them over its "
                         "schedule; use --zero 1",
-                        options.pipelineStages);
+                        options.zero, options.pipelineStages, options.zero);
         continue;
       }
       if (options.zero >= 0)

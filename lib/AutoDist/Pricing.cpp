@@ -178,6 +178,7 @@ void addInstances(cost::StepBreakdown &t, const cost::StepBreakdown &a,
   add(t.gradReduce, a.gradReduce, b.gradReduce);
   add(t.gradReduceExposed, a.gradReduceExposed, b.gradReduceExposed);
   add(t.optimizer, a.optimizer, b.optimizer);
+  add(t.paramGather, a.paramGather, b.paramGather);
   t.buckets += static_cast<int>(times * (b.buckets - a.buckets));
 }
 

@@ -176,9 +176,11 @@ void constrainOptions(const ir::Graph &graph, size_t k, const plan::NodeConstrai
 // Bytes per element of what a weight's holder keeps: the weight, its
 // gradient and its optimizer state (sharded over the copies by ZeRO), and
 // the bytes per element its gradient reduction sends (float32 in mixed
-// precision too: nnsc-run's precision.grad_reduce_dtype default).
+// precision too: nnsc-run's precision.grad_reduce_dtype default). Under
+// ZeRO-3 a weight that one recompute group alone reads keeps
+// `groupWeight` (its value sharded too) instead of `weight`.
 struct StateBytes {
-  double weight = 4, grad = 4, optimizer = 8, wire = 4;
+  double weight = 4, grad = 4, optimizer = 8, wire = 4, groupWeight = 4;
 };
 
 StateBytes stateBytes(const Options &options, const Setting &s) {
@@ -192,6 +194,7 @@ StateBytes stateBytes(const Options &options, const Setting &s) {
   const double shardOver = double(s.dp) / zeroBlocks(options, s.zero);
   b.optimizer = cost::optimizerBytesPerElement(m) / (s.zero >= 1 ? shardOver : 1);
   b.grad /= s.zero >= 2 ? shardOver : 1;
+  b.groupWeight = b.weight / (s.zero >= 3 ? shardOver : 1);
   return b;
 }
 
@@ -313,6 +316,20 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
       if (isState(graph.tensor(nodes[k].inputs[i])))
         holder.emplace(nodes[k].inputs[i], std::make_pair(k, i));
   }
+  // ZeRO-3: the recompute group that alone reads each weight (-1: another
+  // group, or an op outside any, reads it too), as the runtime shards it.
+  std::map<int64_t, int> soleGroup;
+  if (s.zero >= 3)
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      if (!planned(k))
+        continue;
+      const int g = s.recomputeGroup.empty() ? -1 : std::max(-1, s.recomputeGroup[k]);
+      for (int64_t t : nodes[k].inputs)
+        if (graph.tensor(t).kind == ir::TensorKind::Param)
+          if (auto [it, fresh] = soleGroup.emplace(t, g); !fresh && it->second != g)
+            it->second = -1;
+    }
+
   // What a recompute group keeps: its inputs from outside the group, each
   // tensor once however many of its ops (or later groups: a mask, the
   // rotary tables) read it, at the size the op that first reads it there
@@ -358,6 +375,15 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
            perByte(ranksOf(0, n * s.stages * inBlock, blocks)) / (inBlock * holdersInCopy);
   };
   const double reduceOverCopies = overCopies(1), reduceReplicatedOverCopies = overCopies(n);
+  // ZeRO-3 gathers a group's weights over the copies of a block, twice a
+  // micro-batch (before its forward and before its re-run in backward), in
+  // the weights' dtype; seconds per byte of the whole weights, the
+  // gathers as large as a bucket.
+  double gatherPerByte = 0;
+  if (s.zero >= 3 && inBlock > 1)
+    if (auto sec = cluster.commTime(cost::Collective::AllGather, static_cast<int64_t>(bucket),
+                                    ranksOf(0, n * s.stages, inBlock)))
+      gatherPerByte = *sec / bucket;
 
   Raw raw;
   Built &b = raw.b;
@@ -444,10 +470,15 @@ Raw buildRaw(const ir::Graph &graph, const cost::Cluster &cluster, const Options
         Place p = inputPlace(o, i);
         double elements = static_cast<double>(ir::numel(t.shape)) / (p.kind == 'D' ? n : 1);
         bool trainable = t.kind == ir::TensorKind::Param && t.requiresGrad;
-        opt.memory += elements * (trainable ? sb.weight + sb.grad + sb.optimizer
-                                            : static_cast<double>(ir::dtypeSize(t.dtype)));
+        auto sole = soleGroup.find(t.id);
+        bool gathered = trainable && sole != soleGroup.end() && sole->second >= 0;
+        opt.memory +=
+            elements * (trainable ? (gathered ? sb.groupWeight : sb.weight) + sb.grad + sb.optimizer
+                                  : static_cast<double>(ir::dtypeSize(t.dtype)));
         if (!trainable)
           continue;
+        if (gathered)
+          opt.time += 2 * micro * elements * sb.weight * gatherPerByte;
         double gradBytes = elements * sb.wire;
         if (n > 1 && p.kind != 'D')
           opt.time += gradBytes * reduceInCopy;

@@ -4,7 +4,7 @@
 //             [--zero-ngroups N]
 //             [--recompute-modules CLASS,...] -o plan.pb [--print]
 //   nnsc-plan GRAPH.pb --policy autodist --runtime-ngpus N [--plan-ngpus T|auto]
-//             (--device D|--cluster C) [--mem-limit 60GiB] [--zero auto|0|1|2]
+//             (--device D|--cluster C) [--mem-limit 60GiB] [--zero auto|0|1|2|3]
 //             [--recompute auto|none|CLASS,...] -o plan.pb [--print]
 //   nnsc-plan --print plan.pb [--graph GRAPH.pb]
 // Cost model (docs/cost-model.md): [--cluster C.yaml | --device D.yaml [--comm T.yaml]
@@ -148,7 +148,7 @@ static int toolMain(int argc, char **argv) {
                               "ZeRO stage over the data-parallel copies: 0 (off), 1 (optimizer "
                               "states sharded), 2 (gradients too) or 3 (parameters too, gathered "
                               "around each recompute group; docs/zero.md); autodist: auto (the "
-                              "default) picks 1, then 2, only where memory needs it");
+                              "default) picks 1, then 2, then 3, only where memory needs it");
   auto *zeroNgroups = app.add_option(
       "--zero-ngroups", opts.zeroNgroups,
       "ZeRO inside N blocks of runtime-ngpus/N consecutive ranks (a node, say), replicated "
@@ -312,12 +312,6 @@ static int toolMain(int argc, char **argv) {
     ad.planNgpus = opts.planNgpus;
     ad.microBatches = opts.microBatches;
     ad.zero = opts.zero;
-    if (opts.zero == 3) {
-      std::cerr << "error: policy 'autodist' searches ZeRO stages 0 to 2; --zero 3 takes a "
-                   "policy that names its recompute groups (dp, tp, hybrid or file with "
-                   "--recompute-modules)\n";
-      return 1;
-    }
     // Checked here: the plan carries the blocks the search kept (below).
     if (opts.zeroNgroups == 0 || opts.zeroNgroups < -1 ||
         (opts.zeroNgroups > 1 && opts.zero == 0)) {

@@ -201,3 +201,51 @@ TEST_CASE("a tensor a recompute group keeps is charged to the op that reads it t
   CHECK(under(addWhole) == Approx(hBytes));
   CHECK(under(addCut) == Approx(hBytes / 2));
 }
+
+TEST_CASE("under ZeRO-3 a weight that one recompute group alone reads keeps 1/dp of its value "
+          "and pays two gathers a micro-batch",
+          "[autodist]") {
+  // w1 is read inside group 0 only; w2 by an op outside any group. Over 4
+  // copies (AdamW, fp32), ZeRO-2 keeps each whole value (4 bytes an
+  // element), a quarter of its gradient (1) and optimizer state (2);
+  // ZeRO-3 keeps a quarter of w1's value too, and w1 pays two all-gathers
+  // of its whole bytes per micro-batch; w2's options do not change.
+  testgraphs::Builder gb;
+  int64_t x = gb.input("x", {8, 16});
+  int64_t w1 = gb.param("blk.fc.weight", {16, 16});
+  int64_t w2 = gb.param("head.weight", {16, 16});
+  int64_t h = gb.op("aten::linear", {x, w1}, {8, 16}, testgraphs::kLinear, "blk.fc");
+  int64_t t = gb.op("aten::tanh", {h}, {8, 16}, "a b -> a b", "blk");
+  int64_t o = gb.op("aten::linear", {t, w2}, {8, 16}, testgraphs::kLinear, "head");
+  int64_t l = gb.op("aten::sum", {o}, {1}, "a+ b+ -> 1", "loss");
+  gb.loss(l);
+  cost::Cluster cluster = h100();
+  autodist::Options options;
+  options.runtimeNgpus = 4;
+  options.microBatches = 2;
+  autodist::Setting s;
+  s.planNgpus = 1;
+  s.dp = 4;
+  s.recomputeGroup = {0, 0, -1, -1};
+  autodist::RelayoutCache cache(cluster);
+  s.zero = 2;
+  autodist::Built two = autodist::buildProblem(gb.graph, cluster, options, s, cache);
+  s.zero = 3;
+  autodist::Built three = autodist::buildProblem(gb.graph, cluster, options, s, cache);
+  auto only = [](const autodist::Built &b, size_t node) {
+    const auto &opts = b.problem.nodes[static_cast<size_t>(b.decisionOf[node])];
+    REQUIRE(opts.size() == 1); // one copy of one device: every op whole
+    return opts[0];
+  };
+  const double elements = 16 * 16;
+  search::Option fc2 = only(two, 0), fc3 = only(three, 0);
+  CHECK(fc2.memory - fc3.memory == Approx(elements * 4 * 3 / 4));
+  auto gather = cluster.commTime(cost::Collective::AllGather, 25 << 20, {0, 1, 2, 3});
+  REQUIRE(gather);
+  const double perByte = *gather / (25 << 20);
+  CHECK(fc3.time - fc2.time == Approx(2 * 2 * elements * 4 * perByte));
+  CHECK(fc3.time > fc2.time);
+  search::Option head2 = only(two, 2), head3 = only(three, 2);
+  CHECK(head3.memory == Approx(head2.memory));
+  CHECK(head3.time == Approx(head2.time));
+}
