@@ -66,14 +66,18 @@ def train_measured(b, cfg, run_dir, dp, extra, who="bench"):
             parts.group(1) if parts else "")
 
 
-def train_zero_program(b, d, tag, precision, vocab, steps, dp, accum, warmup, who="bench"):
+def train_zero_program(b, d, tag, precision, vocab, steps, dp, accum, warmup, who="bench",
+                       overrides=(), run_tag=""):
     """Trains the program d/tag under `precision` for `steps` steps of `accum` micro-batches on
-    dp processes; returns rank 0's measured peak and plan estimate (bytes), the median step
-    time after `warmup` steps, each step's (loss, grad norm) and the estimate's parts."""
-    cfg, run_dir = f"{d}/{tag}-{precision}.yaml", f"{d}/{tag}-{precision}-run"
+    dp processes (nnsc-run `overrides` such as --data_parallel.zero3_prefetch=false; `run_tag`
+    names the run apart); returns rank 0's measured peak and plan estimate (bytes), the median
+    step time after `warmup` steps, each step's (loss, grad norm) and the estimate's parts."""
+    name = f"{tag}{run_tag}-{precision}"
+    cfg, run_dir = f"{d}/{name}.yaml", f"{d}/{name}-run"
     write_config(cfg, f"{d}/{tag}", run_dir, vocab, steps, precision)
     peak, est, rows, parts = train_measured(b, cfg, run_dir, dp,
-                                            [f"--train.grad_accumulation={accum}"], who)
+                                            [f"--train.grad_accumulation={accum}", *overrides],
+                                            who)
     step_s = sorted(r["step_s"] for r in rows[warmup:])
     return (peak, est, step_s[len(step_s) // 2],
             [(r["loss"], r.get("grad_norm")) for r in rows], parts)

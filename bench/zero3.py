@@ -73,27 +73,39 @@ def main():
     gathered = [l for l in shards if " gathered in " in l]
     print(f"rank 0 holds {len(shards)} shards; {len(gathered)} are gathered in a recompute "
           f"function under ZeRO-3")
-    print(f"{'precision':<9} {'zero':>4} {'peak MiB':>9} {'est MiB':>9} {'step s':>7}")
+    print(f"{'precision':<9} {'run':<16} {'peak MiB':>9} {'est MiB':>9} {'step s':>7}")
     apart = 0.0
+    # ZeRO-2; ZeRO-3 with each gather waited for when its group starts; ZeRO-3 with the next
+    # group's all-gathers launched as a group starts (data_parallel.zero3_prefetch, default).
+    runs = [("zero2", 2, ()), ("zero3", 3, ("--data_parallel.zero3_prefetch=false",)),
+            ("zero3 prefetch", 3, ("--data_parallel.zero3_prefetch=true",))]
     for precision in args.precisions.split(","):
         got = {}
-        for zero in (2, 3):
-            got[zero] = benchlib.train_zero_program(
+        for name, zero, overrides in runs:
+            got[name] = benchlib.train_zero_program(
                 args.bin, d, f"dp{args.dp}-zero{zero}", precision, vocab, args.steps, args.dp,
-                args.accum, args.warmup, "zero3")
-            peak, est, median, _, parts = got[zero]
-            print(f"{precision:<9} {zero:>4} {peak / MIB:9.2f} {est / MIB:9.2f} {median:7.3f}")
+                args.accum, args.warmup, "zero3", overrides, "-" + name.replace(" ", "-"))
+            peak, est, median, _, parts = got[name]
+            print(f"{precision:<9} {name:<16} {peak / MIB:9.2f} {est / MIB:9.2f} {median:7.3f}")
             if args.verbose:
                 print(f"    estimate: {parts}")
-        two, three = got[2], got[3]
-        worst = benchlib.losses_apart(three[3], two[3])
-        apart = max(apart, worst)
-        print(f"  {precision}: zero3 / zero2: peak {three[0] / two[0]:.3f} (saved "
-              f"{(two[0] - three[0]) / MIB:.2f} MiB measured, {(two[1] - three[1]) / MIB:.2f} "
-              f"MiB estimated), step time {three[2] / two[2]:.3f} (predicted "
-              f"{predicted[3] / predicted[2]:.3f}: {predicted[2]:.3f} s, {predicted[3]:.3f} s); "
-              f"losses and grad norms "
-              f"{'the same' if worst == 0 else f'apart by {worst:.1e} (relative)'}")
+        two = got["zero2"]
+        for name in ("zero3", "zero3 prefetch"):
+            three = got[name]
+            worst = benchlib.losses_apart(three[3], two[3])
+            apart = max(apart, worst)
+            print(f"  {precision}: {name} / zero2: peak {three[0] / two[0]:.3f} (saved "
+                  f"{(two[0] - three[0]) / MIB:.2f} MiB measured, "
+                  f"{(two[1] - three[1]) / MIB:.2f} MiB estimated), step time "
+                  f"{three[2] / two[2]:.3f} (predicted {predicted[3] / predicted[2]:.3f}: "
+                  f"{predicted[2]:.3f} s, {predicted[3]:.3f} s); losses and grad norms "
+                  f"{'the same' if worst == 0 else f'apart by {worst:.1e} (relative)'}")
+        pre, plain = got["zero3 prefetch"], got["zero3"]
+        print(f"  {precision}: prefetch / no prefetch: step time {pre[2] / plain[2]:.3f}, peak "
+              f"{pre[0] / plain[0]:.3f} ({(pre[0] - plain[0]) / MIB:+.2f} MiB); losses and "
+              f"grad norms {'the same' if pre[3] == plain[3] else 'differ'}")
+        if pre[3] != plain[3]:
+            sys.exit("zero3: prefetch changed the training")
     if apart > 1e-4:
         sys.exit("zero3: ZeRO-2 and ZeRO-3 trained differently")
 

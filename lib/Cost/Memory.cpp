@@ -96,10 +96,18 @@ void addState(const DeviceLoad &load, const MemoryOptions &o, DeviceMemory &m) {
     m.optimizerBytes += s.elements * optimizerBytesPerElement(o) / (o.zero >= 1 ? dp : 1);
   }
   // One group's parameters are whole at a time (its forward, or its re-run
-  // in backward): the largest, beside the shards.
-  double largest = 0;
-  for (const auto &[group, bytes] : gatheredBytes)
-    largest = std::max(largest, bytes);
+  // in backward), beside the shards; with prefetch also the group after it
+  // (forward) or before it (backward): the largest such pair.
+  double largest = 0, previous = -1;
+  int previousGroup = -2;
+  for (const auto &[group, bytes] : gatheredBytes) {
+    double pair = bytes;
+    if (o.zero3Prefetch && previousGroup == group - 1)
+      pair += previous;
+    largest = std::max(largest, pair);
+    previous = bytes;
+    previousGroup = group;
+  }
   m.paramBytes += largest;
 }
 

@@ -88,13 +88,18 @@ double optimizerSeconds(const StepInput &in, const Cluster &c, const MemoryOptio
 } // namespace
 
 std::vector<double> backwardSeconds(const StepInput &in, const Cluster &cluster,
-                                    const StepOptions &options, double *forward) {
+                                    const StepOptions &options, double *forward,
+                                    std::vector<double> *forwardEach) {
   std::vector<double> backward(in.parts.size());
+  if (forwardEach)
+    forwardEach->assign(in.parts.size(), 0.0);
   for (size_t i = 0; i < in.parts.size(); ++i) {
     OpCost cost = opCost(in.parts[i]);
     ir::DType dt = partDType(in.parts[i], options.computeDType);
     if (forward)
       *forward += workSeconds(cost.forward, dt, cluster.device);
+    if (forwardEach)
+      (*forwardEach)[i] = workSeconds(cost.forward, dt, cluster.device);
     backward[i] = workSeconds(cost.backward, dt, cluster.device);
     if (i < in.recomputed.size() && in.recomputed[i])
       backward[i] += workSeconds(cost.forward, dt, cluster.device);
@@ -143,7 +148,9 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
   StepBreakdown s;
   s.device = in.device;
   s.microBatches = std::max(1, options.microBatches);
-  std::vector<double> backward = backwardSeconds(in, cluster, options, &s.forwardCompute);
+  std::vector<double> forward;
+  std::vector<double> backward = backwardSeconds(in, cluster, options, &s.forwardCompute,
+                                                 options.memory.zero >= 3 ? &forward : nullptr);
   for (double b : backward)
     s.backwardCompute += b;
   for (const CommCall &call : in.comm) {
@@ -179,11 +186,33 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
         groups[g.recomputeGroup].first += g.valueBytes;
         groups[g.recomputeGroup].second = g.ranks;
       }
+    std::vector<double> gather; // per group, in group (program) order
+    std::vector<int> order;
     for (const auto &[group, what] : groups) {
       auto t = cluster.commTime(Collective::AllGather, what.first, what.second);
       if (!t)
         return t.status();
-      s.paramGather += 2 * *t;
+      gather.push_back(*t);
+      order.push_back(group);
+    }
+    const bool overlap = options.memory.zero3Prefetch && in.groups.size() == in.parts.size();
+    if (!overlap) {
+      for (double t : gather)
+        s.paramGather += 2 * t;
+    } else if (!gather.empty()) {
+      // Each group's compute, forward and backward (its re-run included).
+      std::map<int, double> fwd, bwd;
+      for (size_t i = 0; i < in.parts.size(); ++i)
+        if (in.groups[i] >= 0) {
+          fwd[in.groups[i]] += forward[i];
+          bwd[in.groups[i]] += backward[i];
+        }
+      const size_t n = gather.size();
+      s.paramGather += gather[0] + gather[n - 1]; // each pass's first, waited for
+      for (size_t i = 1; i < n; ++i)              // forward: during the group before
+        s.paramGather += std::max(0.0, gather[i] - fwd[order[i - 1]]);
+      for (size_t i = 0; i + 1 < n; ++i) // backward: during the group after
+        s.paramGather += std::max(0.0, gather[i] - bwd[order[i + 1]]);
     }
   }
   s.gradReduceExposed = std::max(0.0, reduce->end - s.backwardCompute);

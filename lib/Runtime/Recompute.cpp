@@ -27,11 +27,11 @@ struct ProgramHolder : torch::CustomClassHolder {
 // lifetime. Outputs that are views of them are cloned before the release.
 class GatheredUnit {
 public:
-  explicit GatheredUnit(const std::string &function)
+  GatheredUnit(const std::string &function, Zero3Params::Pass pass)
       : params_(Zero3Params::active()), function_(function) {
     if (!params_)
       return;
-    Status st = params_->gather(function);
+    Status st = params_->gather(function, pass);
     TORCH_CHECK(st.isOk(), fmt::format("nnsc.recompute(\"{}\"): {}", function, st.message()));
   }
   ~GatheredUnit() {
@@ -89,7 +89,7 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
     std::vector<at::Tensor> outs;
     {
       at::NoGradGuard noGrad;
-      GatheredUnit unit(function);
+      GatheredUnit unit(function, Zero3Params::Pass::Forward);
       outs = runGroup(program, function, inputs.vec(), device);
       unit.keep(outs);
     }
@@ -132,7 +132,7 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
       inputs.push_back(x);
     }
     // ZeRO-3: the parameters whole again until their gradients are out.
-    GatheredUnit unit(function);
+    GatheredUnit unit(function, Zero3Params::Pass::Backward);
     std::vector<at::Tensor> outs;
     {
       RngReplay replay(
@@ -165,7 +165,7 @@ std::vector<at::Tensor> recomputeOp(const std::string &function, at::TensorList 
                                     c10::Device device) {
   const Program &program = callingProgram(function);
   if (!at::GradMode::is_enabled()) { // validation: nothing to keep
-    GatheredUnit unit(function);
+    GatheredUnit unit(function, Zero3Params::Pass::Forward);
     std::vector<at::Tensor> outs = runGroup(program, function, inputs.vec(), device);
     unit.keep(outs);
     return outs;

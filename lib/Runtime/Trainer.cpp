@@ -211,6 +211,8 @@ Expected<StepValues> trainStep(TrainerState &s, int64_t step, double lr, StepRec
   auto lossSum = s.pipeline ? pipelineStep(s, step) : microBatchesStep(s, step);
   if (!lossSum)
     return lossSum.status();
+  if (s.zero3) // no prefetch of values the step is about to change
+    NNSC_RETURN_IF_ERROR(s.zero3->drain());
   double comm = takeCollectiveSeconds();
   auto t1 = Clock::now();
   {
@@ -463,9 +465,10 @@ void printBanner(const TrainerState &s, std::ostream &out) {
   if (s.zero3)
     out << fmt::format("nnsc-run: ZeRO-3: the values of {} parameter bucket(s) ({} bytes whole) "
                        "are sharded too, gathered around each of {} recompute function(s) and "
-                       "released after",
+                       "released after{}",
                        s.zero3->numBuckets(), withThousands(double(s.zero3->bucketBytes())),
-                       s.zero3->numUnits())
+                       s.zero3->numUnits(),
+                       s.zero3->prefetch() ? "; each gather prefetches the next function's" : "")
         << std::endl;
   if (s.config.precision.tf32 == "true")
     out << (s.device.is_cuda() ? "nnsc-run: TF32: float32 matmuls and convolutions may run on "
@@ -528,6 +531,11 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
     st = reportOptimizerBytes(s, out);
   if (st.isOk() && s.startStep < s.config.train.steps)
     st = reportMemory(s, out);
+  if (st.isOk() && s.zero3 && s.zero3->prefetch() && s.isLogger())
+    out << fmt::format("nnsc-run: ZeRO-3 prefetch: {} of {} gathers found their all-gathers "
+                       "launched by the function before, {} prefetches dropped",
+                       s.zero3->prefetchesUsed(), s.zero3->gathers(), s.zero3->prefetchesDropped())
+        << std::endl;
   if (st.isOk())
     st = s.comm->world().barrier()->wait(); // nobody leaves while others still talk
   return st;

@@ -355,7 +355,8 @@ std::string configHash(const TrainerConfig &c) {
                                                  "profile.record_shapes",
                                                  "profile.memory",
                                                  "profile.top",
-                                                 "data_parallel.bucket_view"};
+                                                 "data_parallel.bucket_view",
+                                                 "data_parallel.zero3_prefetch"};
   uint64_t h = 1469598103934665603ull; // FNV-1a
   for (const auto &[key, value] : c.resolved) {
     if (kIgnored.count(key))

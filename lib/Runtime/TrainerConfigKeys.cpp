@@ -157,6 +157,9 @@ std::vector<KeySpec> buildKeys() {
       "data_parallel.bucket_view", "true", {"true", "false"},
       [](C & c) -> auto & { return c.dataParallel.bucketView; }));
   k.push_back(choiceKey(
+      "data_parallel.zero3_prefetch", "true", {"true", "false"},
+      [](C & c) -> auto & { return c.dataParallel.zero3Prefetch; }));
+  k.push_back(choiceKey(
       "precision.mode", "fp32", {"fp32", "bf16", "fp16"},
       [](C & c) -> auto & { return c.precision.mode; }));
   k.push_back(choiceKey(

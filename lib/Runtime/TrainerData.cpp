@@ -309,6 +309,8 @@ void setShardValue(TrainerState &s, size_t i, const at::Tensor &value) {
 
 Expected<at::Tensor> forwardLoss(TrainerState &s, const std::vector<at::Tensor> &inputs,
                                  Program::Mode mode) {
+  if (s.zero3)
+    s.zero3->beginForward();
   std::vector<c10::IValue> args;
   for (const ArgBinding &b : s.args) {
     if (b.device)

@@ -439,6 +439,7 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
   }
   buildOptimizer(*s);
   if (s->zero3) { // the optimizers hold the unit buckets' values now
+    s->zero3->setPrefetch(s->config.dataParallel.zero3Prefetch == "true");
     s->zero3->releaseAll();
     Zero3Params::setActive(s->zero3.get());
   }

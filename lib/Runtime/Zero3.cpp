@@ -1,5 +1,7 @@
 #include "nnsc/Runtime/Zero3.h"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -19,6 +21,7 @@ c10::StorageImpl &storageOf(const at::Tensor &t) { return *t.storage().unsafeGet
 Zero3Params::~Zero3Params() {
   if (gActive == this)
     gActive = nullptr;
+  (void)drain(); // a collective in flight keeps writing into its buffer
 }
 
 Zero3Params *Zero3Params::active() { return gActive; }
@@ -54,16 +57,111 @@ void Zero3Params::free(Entry &e) {
   s.set_nbytes(0);
 }
 
-Status Zero3Params::gather(const std::string &function) {
+Zero3Params::Launch Zero3Params::launch(size_t entry) {
+  Entry &e = entries_[entry];
+  const ZeroBucketLayout &layout = e.reducer->zeroLayout(e.bucket);
+  Launch l;
+  l.entry = entry;
+  l.src = e.optimizer->gatherSource(e.bucket); // alive until the all-gather is waited for
+  l.fresh = at::empty({layout.padded}, l.src.options());
+  std::vector<at::Tensor> outputs = l.fresh.split(layout.shardNumel);
+  l.work = e.reducer->group().allGather(l.src, outputs);
+  return l;
+}
+
+Status Zero3Params::gatherError(const Entry &e, const std::string &function,
+                                const Status &st) const {
+  return Status::error(
+      fmt::format("ZeRO-3 parameter all-gather for {} on {}: bucket {} (first tensor '{}'): {}",
+                  function, e.reducer->group().group().describe(), e.bucket,
+                  e.reducer->names()[e.reducer->bucketMembers(e.bucket)[0]], st.message()),
+      st.kind());
+}
+
+Status Zero3Params::install(const Launch &l, const std::string &function) {
+  Entry &e = entries_[l.entry];
+  Status st = l.work->wait();
+  if (!st.isOk())
+    return gatherError(e, function, st);
+  // Gloo carries 16-bit values widened: float32 arrived, rounded here.
+  at::Tensor got =
+      l.fresh.scalar_type() == e.whole.scalar_type() ? l.fresh : l.fresh.to(e.whole.scalar_type());
+  c10::StorageImpl &from = storageOf(got), &to = storageOf(e.whole);
+  size_t nbytes = from.nbytes();
+  to.set_data_ptr_noswap(from.set_data_ptr(at::DataPtr(nullptr, got.device())));
+  from.set_nbytes(0);
+  to.set_nbytes(nbytes);
+  return Status::ok();
+}
+
+void Zero3Params::learn(const std::string &function, Pass pass) {
+  const int p = pass == Pass::Forward ? 0 : 1;
+  if (!last_[p].empty() && last_[p] != function)
+    next_[p][last_[p]] = function;
+  last_[p] = function;
+  endPass(1 - p); // the other pass starts over
+}
+
+// The unit gathered last in pass p had no other after it: nothing to
+// prefetch after it next time.
+void Zero3Params::endPass(int p) {
+  if (!last_[p].empty())
+    next_[p].erase(last_[p]);
+  last_[p].clear();
+}
+
+void Zero3Params::beginForward() {
+  endPass(0);
+  endPass(1);
+}
+
+void Zero3Params::startPrefetch(const std::string &function, Pass pass) {
+  const auto &next = next_[pass == Pass::Forward ? 0 : 1];
+  auto n = next.find(function);
+  if (n == next.end())
+    return;
+  auto unit = byFunction_.find(n->second);
+  if (unit == byFunction_.end())
+    return;
+  for (size_t k : unit->second)
+    if (entries_[k].uses > 0)
+      return; // whole already
+  std::vector<Launch> launched;
+  for (size_t k : unit->second)
+    launched.push_back(launch(k));
+  pending_ = std::move(launched);
+  pendingFunction_ = n->second;
+}
+
+Status Zero3Params::drain() {
+  std::vector<Launch> pending = std::move(pending_);
+  std::string function = std::move(pendingFunction_);
+  pending_.clear();
+  pendingFunction_.clear();
+  if (pending.empty())
+    return Status::ok();
+  ++prefetchesDropped_;
+  for (const Launch &l : pending)
+    if (Status st = l.work->wait(); !st.isOk())
+      return gatherError(entries_[l.entry], function + " (prefetched)", st);
+  return Status::ok();
+}
+
+Status Zero3Params::gather(const std::string &function, Pass pass) {
   auto it = byFunction_.find(function);
   if (it == byFunction_.end())
     return Status::ok();
   at::NoGradGuard noGrad;
-  struct Launch {
-    size_t entry;
-    at::Tensor fresh;
-    WorkPtr work;
-  };
+  // This unit's prefetch is taken; another unit's waited for and dropped.
+  std::vector<Launch> prefetched;
+  if (pendingFunction_ == function) {
+    prefetched = std::move(pending_);
+    pending_.clear();
+    pendingFunction_.clear();
+    ++prefetchesUsed_;
+  } else {
+    NNSC_RETURN_IF_ERROR(drain());
+  }
   std::vector<Launch> launches;
   std::vector<size_t> counted; // entries whose count this call raised
   // A failure (a status, or an exception such as an allocation's) leaves
@@ -81,36 +179,20 @@ Status Zero3Params::gather(const std::string &function) {
       counted.push_back(k);
       if (++e.uses > 1)
         continue;
-      const ZeroBucketLayout &layout = e.reducer->zeroLayout(e.bucket);
-      at::Tensor src = e.optimizer->gatherSource(e.bucket);
-      at::Tensor fresh = at::empty({layout.padded}, src.options());
-      std::vector<at::Tensor> outputs = fresh.split(layout.shardNumel);
-      WorkPtr work = e.reducer->group().allGather(src, outputs);
-      launches.push_back({k, fresh, work});
+      auto pre = std::find_if(prefetched.begin(), prefetched.end(),
+                              [&](const Launch &l) { return l.entry == k; });
+      launches.push_back(pre != prefetched.end() ? *pre : launch(k));
     }
-    for (size_t n = 0; n < launches.size(); ++n) {
-      Launch &l = launches[n];
-      Entry &e = entries_[l.entry];
-      Status st = l.work->wait();
-      if (!st.isOk()) {
+    for (const Launch &l : launches)
+      if (Status st = install(l, function); !st.isOk()) {
         undo();
-        return Status::error(
-            fmt::format(
-                "ZeRO-3 parameter all-gather for {} on {}: bucket {} (first tensor '{}'): {}",
-                function, e.reducer->group().group().describe(), e.bucket,
-                e.reducer->names()[e.reducer->bucketMembers(e.bucket)[0]], st.message()),
-            st.kind());
+        return st;
       }
-      // Gloo carries 16-bit values widened: float32 arrived, rounded here.
-      at::Tensor got = l.fresh.scalar_type() == e.whole.scalar_type()
-                           ? l.fresh
-                           : l.fresh.to(e.whole.scalar_type());
-      c10::StorageImpl &from = storageOf(got), &to = storageOf(e.whole);
-      size_t nbytes = from.nbytes();
-      to.set_data_ptr_noswap(from.set_data_ptr(at::DataPtr(nullptr, got.device())));
-      from.set_nbytes(0);
-      to.set_nbytes(nbytes);
-    }
+    if (!launches.empty())
+      ++gathers_;
+    learn(function, pass);
+    if (prefetch_)
+      startPrefetch(function, pass); // runs while this unit computes
   } catch (...) {
     undo();
     throw;
@@ -130,6 +212,7 @@ void Zero3Params::release(const std::string &function) {
 }
 
 void Zero3Params::releaseAll() {
+  (void)drain(); // nothing may still write into a buffer
   for (Entry &e : entries_) {
     e.uses = 0;
     free(e);

@@ -162,6 +162,7 @@ cost::StepInput stageShare(const cost::StepInput &in, const proto::Plan &plan, i
     if (plan.nodes(static_cast<int>(in.parts[i].node->id)).stage() == stage) {
       out.parts.push_back(in.parts[i]);
       out.recomputed.push_back(i < in.recomputed.size() && in.recomputed[i]);
+      out.groups.push_back(i < in.groups.size() ? in.groups[i] : -1);
     }
   for (const cost::CommCall &c : in.comm)
     if (c.stage == stage)
@@ -251,6 +252,7 @@ std::vector<cost::StepInput> stepInputs(const ir::Graph &graph, const proto::Pla
     for (const cost::DevicePart &p : loads[d].parts) {
       inputs[d].parts.push_back(p.shapes);
       inputs[d].recomputed.push_back(p.recomputeGroup >= 0);
+      inputs[d].groups.push_back(p.recomputeGroup);
     }
   }
   addAdapterCalls(graph, pg, inputs);

@@ -41,6 +41,10 @@ struct MemoryOptions {
   /// ZeRO in blocks (plan zero_ngroups): states shard over dpSize / zeroNgroups
   /// copies, the blocks hold replicas.
   int zeroNgroups = 1;
+  /// ZeRO-3 with prefetch (nnsc-run's data_parallel.zero3_prefetch, on by
+  /// default): while a group runs the next group's parameters arrive, so two
+  /// consecutive groups are whole at once instead of one.
+  bool zero3Prefetch = true;
 };
 
 /// Bytes of optimizer state per trainable element: sgd 0, momentum 4, adam

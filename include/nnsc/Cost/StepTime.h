@@ -49,6 +49,9 @@ struct StepInput {
   /// Per part (or empty: none): it lies in a recompute group, so its
   /// forward runs again in the backward.
   std::vector<bool> recomputed;
+  /// Per part (or empty): its recompute group, -1 none (ZeRO-3's prefetch
+  /// overlaps a group's gather with the compute of the group before it).
+  std::vector<int> groups;
   std::vector<CommCall> comm;
   std::vector<GradShard> grads;
   double trainableElements = 0; ///< for the optimizer update
@@ -79,9 +82,12 @@ struct StepBreakdown {
   double gradReduce = 0;        ///< all buckets' all-reduce time
   double gradReduceExposed = 0; ///< the part not hidden behind the last backward
   double optimizer = 0;
-  /// ZeRO-3, one micro-batch: the all-gathers of each recompute group's
-  /// parameters before its forward and before its re-run in backward; the
-  /// runtime waits for each before running the group (no prefetch).
+  /// ZeRO-3, one micro-batch: what the all-gathers of each recompute
+  /// group's parameters (before its forward and before its re-run in
+  /// backward) add to the step. Without prefetch each is waited for whole;
+  /// with it (memory.zero3Prefetch) a group's gather runs during the
+  /// previous group's compute (the next one's in backward), and only what
+  /// outlasts that compute shows, plus the first group's gather of each pass.
   double paramGather = 0;
   int buckets = 0;
   int microBatches = 1;
@@ -105,9 +111,10 @@ Expected<StepBreakdown> stepTime(const StepInput &input, const Cluster &cluster,
 
 /// Seconds of each part's backward, its recomputed forward included (one
 /// micro-batch): what stepTime sums into backwardCompute. `forward`, when
-/// given, gets the forward's sum.
+/// given, gets the forward's sum; `forwardEach`, each part's forward.
 std::vector<double> backwardSeconds(const StepInput &input, const Cluster &cluster,
-                                    const StepOptions &options, double *forward = nullptr);
+                                    const StepOptions &options, double *forward = nullptr,
+                                    std::vector<double> *forwardEach = nullptr);
 
 /// A gradient shard that is ready `ready` seconds into the backward.
 struct ReadyShard {

@@ -74,6 +74,11 @@ struct DataParallelConfig {
   /// true: the gradients are views of the reducers' buckets (Reducer.h), so
   /// they are neither copied in and out nor held twice | false: copies.
   std::string bucketView = "true";
+  /// ZeRO-3 (docs/zero.md): true: each recompute group's gather launches
+  /// the next group's all-gathers, which run while this group computes (two
+  /// groups whole at once) | false: each gather waited for when its group
+  /// starts.
+  std::string zero3Prefetch = "true";
 };
 
 /// Dynamic loss scaling of fp16 training (PyTorch's GradScaler and

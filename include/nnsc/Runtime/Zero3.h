@@ -14,7 +14,14 @@
 /// autograd its metadata) with no elements behind them.
 ///
 /// nnsc.recompute gathers its function's unit before running it (forward,
-/// the re-run in backward, validation) and releases it after; the
+/// the re-run in backward, validation) and releases it after. With prefetch
+/// on (data_parallel.zero3_prefetch, the default), a gather then launches
+/// the all-gathers of the unit that followed this one in the same pass
+/// before (the order is learned as the units run: forward in program order,
+/// backward's re-runs in reverse), so they run while this unit computes, as
+/// FSDP's forward and backward prefetch; two units are whole at once. The
+/// next gather takes the prefetched buffers if they are its own, and waits
+/// for and drops them otherwise. The
 /// parameters' gradients flow to the reducer as under ZeRO-2. Nothing else
 /// reads these parameters: checkpoints take their values from the
 /// optimizer (gatherMasters), resumes give them back through loadMaster.
@@ -44,11 +51,32 @@ public:
   /// whole, before the first forward; releaseAll() then frees them.
   void add(Reducer &reducer, ZeroOptimizer &optimizer, const std::vector<std::string> &units);
 
+  /// Which run of a unit a gather is for: its forward (validation's too)
+  /// or its re-run in backward. Each pass learns its own next unit.
+  enum class Pass { Forward, Backward };
+
   /// Makes `function`'s parameters whole: every bucket's all-gather is
-  /// launched, then each waited for. Nothing for a function without any.
-  /// Calls nest: only the first gathers. The error names the group, the
-  /// bucket's first parameter and the function.
-  Status gather(const std::string &function);
+  /// launched (or taken from the prefetch), then each waited for; then the
+  /// next unit's are launched (prefetch). Nothing for a function without
+  /// any. Calls nest: only the first gathers. The error names the group,
+  /// the bucket's first parameter and the function.
+  Status gather(const std::string &function, Pass pass = Pass::Forward);
+  /// A forward of the program begins (a training micro-batch or a
+  /// validation batch): the order learned so far does not run on from the
+  /// last unit of the pass before.
+  void beginForward();
+  /// Prefetch the next unit (true: the default).
+  void setPrefetch(bool on) { prefetch_ = on; }
+  bool prefetch() const { return prefetch_; }
+  /// Waits for a prefetch in flight and drops it: before the optimizer
+  /// changes the values a prefetch would bring (a step leaves none in
+  /// flight in a program's usual order: this makes sure).
+  Status drain();
+  /// Gathers that made a unit whole; of them, those that took a prefetch;
+  /// and prefetches dropped.
+  int64_t gathers() const { return gathers_; }
+  int64_t prefetchesUsed() const { return prefetchesUsed_; }
+  int64_t prefetchesDropped() const { return prefetchesDropped_; }
   /// Frees `function`'s parameters again (the last of nested calls).
   void release(const std::string &function);
   void releaseAll();
@@ -75,10 +103,32 @@ private:
     at::Tensor whole; ///< the bucket's padded flat; the parameters are views of it
     int uses = 0;     ///< nested gathers
   };
+  /// An all-gather in flight into a fresh buffer.
+  struct Launch {
+    size_t entry = 0;
+    at::Tensor src; ///< this rank's range, sent
+    at::Tensor fresh;
+    WorkPtr work;
+  };
   void free(Entry &e);
+  Launch launch(size_t entry);
+  /// Waits for `l` and gives its buffer to the entry's flat.
+  Status install(const Launch &l, const std::string &function);
+  Status gatherError(const Entry &e, const std::string &function, const Status &st) const;
+  /// The units gathered one after the other in `pass`: learns the order.
+  void learn(const std::string &function, Pass pass);
+  void endPass(int pass);
+  /// Launches the all-gathers of the unit after `function` in `pass`.
+  void startPrefetch(const std::string &function, Pass pass);
 
   std::vector<Entry> entries_;
   std::map<std::string, std::vector<size_t>> byFunction_;
+  bool prefetch_ = true;
+  std::map<std::string, std::string> next_[2]; ///< per pass: the unit gathered after each
+  std::string last_[2];                        ///< per pass: the unit gathered last
+  std::string pendingFunction_;                ///< the prefetched unit ("" none)
+  std::vector<Launch> pending_;                ///< its all-gathers in flight
+  int64_t gathers_ = 0, prefetchesUsed_ = 0, prefetchesDropped_ = 0;
 };
 
 } // namespace nnsc::rt

@@ -96,12 +96,21 @@ TEST_CASE("optimizer states per optimizer, precision and ZeRO", "[cost]") {
   o.zero = 3;
   m = cost::deviceMemory(c.load, o);
   CHECK(m.paramBytes == 2 * 128);
-  // Two groups' weights: each a quarter, and one group's whole while it runs.
+  // Two groups' weights: each a quarter, and one group's whole while it
+  // runs; with prefetch (the default) the next group's too.
   cost::DeviceLoad two = c.load;
   REQUIRE(two.state.size() == 1);
   two.state[0].recomputeGroup = 0;
   two.state.push_back(two.state[0]);
   two.state[1].recomputeGroup = 1;
+  m = cost::deviceMemory(two, o);
+  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * (2 * 128 * 3 / 4));
+  o.zero3Prefetch = false;
+  m = cost::deviceMemory(two, o);
+  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * 128 * 3 / 4);
+  // Groups 0 and 2 never run one after the other: one whole at a time.
+  o.zero3Prefetch = true;
+  two.state[1].recomputeGroup = 2;
   m = cost::deviceMemory(two, o);
   CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * 128 * 3 / 4);
 }
@@ -190,6 +199,29 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   CHECK(g->paramGather == Catch::Approx(2 * (2e-3 + 4000 / 1e9) + 2 * (2e-3 + 2000 / 1e9)));
   CHECK(g->total() == Catch::Approx(2 * (g->forwardCompute + g->backwardCompute + g->paramGather) +
                                     g->gradReduceExposed + g->optimizer));
+  // With the parts' groups known and prefetch on (the default), a group's
+  // gather runs during the compute of the group before it in forward and of
+  // the group after it in backward: only what outlasts that compute shows,
+  // beside each pass's first gather.
+  cost::StepInput prefetched = grouped;
+  prefetched.groups = {0, 0, 1, 1, -1};
+  double fwd0 = 0, bwd1 = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    cost::OpCost oc = cost::opCost(in.parts[i]);
+    double f = cost::workSeconds(oc.forward, ir::DType::Float32, gathering.device);
+    double b = cost::workSeconds(oc.backward, ir::DType::Float32, gathering.device);
+    fwd0 += i < 2 ? f : 0;
+    bwd1 += i >= 2 ? b : 0;
+  }
+  const double g0 = 2e-3 + 4000 / 1e9, g1 = 2e-3 + 2000 / 1e9;
+  REQUIRE(g1 > fwd0);
+  REQUIRE(g0 > bwd1);
+  auto p = cost::stepTime(prefetched, gathering, three);
+  REQUIRE(p.isOk());
+  CHECK(p->paramGather == Catch::Approx(g0 + g1 + (g1 - fwd0) + (g0 - bwd1)));
+  CHECK(p->paramGather < g->paramGather);
+  three.memory.zero3Prefetch = false;
+  CHECK(cost::stepTime(prefetched, gathering, three)->paramGather == Catch::Approx(g->paramGather));
   three.memory.zero = 2;
   CHECK(cost::stepTime(grouped, gathering, three)->paramGather == 0);
   // A gradient ready early (its reader is the last part) overlaps the rest.

@@ -200,6 +200,22 @@ TEST_CASE("config: data_parallel.bucket_view turns the gradients' bucket views o
                                          "be one of: true, false, got 'maybe'"));
 }
 
+TEST_CASE("config: data_parallel.zero3_prefetch turns ZeRO-3's prefetch on and off",
+          "[runtime][config]") {
+  auto c = parse(kBase);
+  REQUIRE(c.isOk());
+  CHECK(c->dataParallel.zero3Prefetch == "true");
+  auto off = parse(std::string(kBase) + "data_parallel:\n  zero3_prefetch: false\n");
+  REQUIRE(off.isOk());
+  CHECK(off->dataParallel.zero3Prefetch == "false");
+  CHECK(configHash(*off) == configHash(*c)); // the same values gathered, sooner or later
+  auto bad = parse(std::string(kBase) + "data_parallel:\n  zero3_prefetch: 2\n");
+  REQUIRE(!bad.isOk());
+  CHECK_THAT(bad.status().message(),
+             Catch::Matchers::StartsWith("cfg.yaml:13:3: error: 'data_parallel.zero3_prefetch' "
+                                         "must be one of: true, false, got '2'"));
+}
+
 TEST_CASE("config: data_parallel.buffers chooses how copies keep buffers equal",
           "[runtime][config]") {
   auto c = parse(kBase);

@@ -1,8 +1,8 @@
 // ZeRO-3's parameters (Zero3.h) on 2 ranks: a reducer whose buckets never mix
 // units, the parameters of a unit bucket released to no elements and gathered
 // whole again from the optimizer's ranges (nested gathers counted), a step's
-// update reaching the next gather, the values for a checkpoint, and a resume's
-// values handed back.
+// update reaching the next gather, the values for a checkpoint, a resume's
+// values handed back, and the next unit's all-gathers prefetched.
 #include "CommTestUtil.h" // first: see there
 
 #include <c10/core/StorageImpl.h>
@@ -108,6 +108,71 @@ TEST_CASE("zero3 worker: gather and release", "[.worker]") {
   NNSC_REQUIRE_OK(params.gather("f1"));
   CHECK(at::equal(ps[2], loaded));
   params.release("f1");
+
+  // Prefetch: a pass learns which unit follows which (forward f0 then f1,
+  // backward's re-runs f1 then f0); a gather then launches the next unit's
+  // all-gathers without installing them, and that unit's gather takes them.
+  params.beginForward();
+  using P = Zero3Params::Pass;
+  for (auto [f, pass] : {std::pair{"f0", P::Forward},
+                         {"f1", P::Forward},
+                         {"f1", P::Backward},
+                         {"f0", P::Backward}}) {
+    NNSC_REQUIRE_OK(params.gather(f, pass));
+    params.release(f);
+  }
+  const int64_t used = params.prefetchesUsed(), dropped = params.prefetchesDropped();
+  params.beginForward();
+  NNSC_REQUIRE_OK(params.gather("f0", P::Forward)); // launches f1's
+  CHECK(bytesHeld(ps[2]) == 0);                     // not installed before f1's gather
+  params.release("f0");
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  CHECK(params.prefetchesUsed() == used + 1);
+  CHECK(at::equal(ps[2], loaded));
+  params.release("f1");
+  NNSC_REQUIRE_OK(params.gather("f1", P::Backward)); // not prefetched; launches f0's
+  CHECK(params.prefetchesUsed() == used + 1);
+  params.release("f1");
+  NNSC_REQUIRE_OK(params.gather("f0", P::Backward));
+  CHECK(params.prefetchesUsed() == used + 2);
+  CHECK(at::equal(
+      ps[0],
+      start[0] - (test::valueOf(2, shapes[0]) + test::valueOf(3, shapes[0])).to(at::kFloat) / 2));
+  params.release("f0");
+  // Another unit's prefetch in flight is waited for and dropped; so is one
+  // that drain() finds (before an optimizer step).
+  params.beginForward();
+  NNSC_REQUIRE_OK(params.gather("f0", P::Forward)); // launches f1's
+  params.release("f0");
+  NNSC_REQUIRE_OK(params.gather("f0", P::Backward)); // f1's dropped
+  CHECK(params.prefetchesDropped() == dropped + 1);
+  params.release("f0");
+  // That forward ended after f0: the order is learned again.
+  params.beginForward();
+  NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
+  params.release("f0");
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  CHECK(params.prefetchesUsed() == used + 2);
+  params.release("f1");
+  params.beginForward();
+  NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
+  params.release("f0");
+  NNSC_REQUIRE_OK(params.drain());
+  CHECK(params.prefetchesDropped() == dropped + 2);
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  CHECK(params.prefetchesUsed() == used + 2);
+  CHECK(at::equal(ps[2], loaded));
+  params.release("f1");
+  // Off: nothing launched ahead.
+  params.setPrefetch(false);
+  params.beginForward();
+  NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
+  params.release("f0");
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  CHECK(params.prefetchesUsed() == used + 2);
+  params.release("f1");
+  NNSC_REQUIRE_OK(params.drain());
+  CHECK(params.prefetchesDropped() == dropped + 2);
   NNSC_REQUIRE_OK(world->world().barrier()->wait());
 }
 
