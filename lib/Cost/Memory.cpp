@@ -88,15 +88,17 @@ void addState(const DeviceLoad &load, const MemoryOptions &o, DeviceMemory &m) {
     // ZeRO-3 shards what one recompute group alone reads; the rest stays whole.
     bool sharded = o.zero >= 3 && s.trainable && s.recomputeGroup >= 0;
     m.paramBytes += s.elements * elt / (sharded ? dp : 1);
+    // Gathered, the whole values arrive in a buffer of their own beside the
+    // range this rank keeps (Runtime/Zero3.cpp).
     if (sharded)
-      gatheredBytes[s.recomputeGroup] += s.elements * elt * (1 - 1 / dp);
+      gatheredBytes[s.recomputeGroup] += s.elements * elt;
     if (!s.trainable)
       continue;
     m.gradBytes += s.elements * gradBytesPerElement(o, s.dtype) / (o.zero >= 2 ? dp : 1);
     m.optimizerBytes += s.elements * optimizerBytesPerElement(o) / (o.zero >= 1 ? dp : 1);
   }
   // One group's parameters are whole at a time (its forward, or its re-run
-  // in backward), beside the shards; with prefetch also the group after it
+  // in backward), beside the ranges; with prefetch also the group after it
   // (forward) or before it (backward): the largest such pair.
   double largest = 0, previous = -1;
   int previousGroup = -2;

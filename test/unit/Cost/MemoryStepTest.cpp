@@ -97,22 +97,23 @@ TEST_CASE("optimizer states per optimizer, precision and ZeRO", "[cost]") {
   m = cost::deviceMemory(c.load, o);
   CHECK(m.paramBytes == 2 * 128);
   // Two groups' weights: each a quarter, and one group's whole while it
-  // runs; with prefetch (the default) the next group's too.
+  // runs (a buffer beside the quarter); with prefetch (the default) the
+  // next group's too.
   cost::DeviceLoad two = c.load;
   REQUIRE(two.state.size() == 1);
   two.state[0].recomputeGroup = 0;
   two.state.push_back(two.state[0]);
   two.state[1].recomputeGroup = 1;
   m = cost::deviceMemory(two, o);
-  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * (2 * 128 * 3 / 4));
+  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * (2 * 128));
   o.zero3Prefetch = false;
   m = cost::deviceMemory(two, o);
-  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * 128 * 3 / 4);
+  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * 128);
   // Groups 0 and 2 never run one after the other: one whole at a time.
   o.zero3Prefetch = true;
   two.state[1].recomputeGroup = 2;
   m = cost::deviceMemory(two, o);
-  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * 128 * 3 / 4);
+  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * 128);
 }
 
 TEST_CASE("step time: compute, and the gradient all-reduce exposed after backward", "[cost]") {
