@@ -179,7 +179,7 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
     return reduce.status();
   s.gradReduce = reduce->seconds;
   s.buckets = reduce->buckets;
-  if (options.memory.zero >= 3) { // each group's values gathered twice a micro-batch
+  if (options.memory.zero >= 3) { // each group's values gathered twice a micro-batch (or once)
     std::map<int, std::pair<int64_t, std::vector<int>>> groups;
     for (const GradShard &g : in.grads)
       if (g.recomputeGroup >= 0 && g.ranks.size() > 1) {
@@ -199,6 +199,8 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
     if (!overlap) {
       for (double t : gather)
         s.paramGather += 2 * t;
+      if (options.memory.zero3Prefetch && !gather.empty())
+        s.paramGather -= gather.back(); // kept whole for its re-run
     } else if (!gather.empty()) {
       // Each group's compute, forward and backward (its re-run included).
       std::map<int, double> fwd, bwd;
@@ -207,8 +209,10 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
           fwd[in.groups[i]] += forward[i];
           bwd[in.groups[i]] += backward[i];
         }
+      // The forward's first is waited for; its last stays whole for its
+      // re-run, which backward runs first.
       const size_t n = gather.size();
-      s.paramGather += gather[0] + gather[n - 1]; // each pass's first, waited for
+      s.paramGather += gather[0];
       for (size_t i = 1; i < n; ++i)              // forward: during the group before
         s.paramGather += std::max(0.0, gather[i] - fwd[order[i - 1]]);
       for (size_t i = 0; i + 1 < n; ++i) // backward: during the group after

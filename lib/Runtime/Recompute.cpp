@@ -24,11 +24,13 @@ struct ProgramHolder : torch::CustomClassHolder {
 };
 
 // ZeRO-3 (Zero3.h): the function's parameters whole for the scope's
-// lifetime. Outputs that are views of them are cloned before the release.
+// lifetime (`backwardFollows`: a training forward, whose release may keep
+// them for the re-run). Outputs that are views of them are cloned before the
+// release.
 class GatheredUnit {
 public:
-  GatheredUnit(const std::string &function, Zero3Params::Pass pass)
-      : params_(Zero3Params::active()), function_(function) {
+  GatheredUnit(const std::string &function, Zero3Params::Pass pass, bool backwardFollows = false)
+      : params_(Zero3Params::active()), function_(function), backwardFollows_(backwardFollows) {
     if (!params_)
       return;
     Status st = params_->gather(function, pass);
@@ -36,7 +38,7 @@ public:
   }
   ~GatheredUnit() {
     if (params_)
-      params_->release(function_);
+      params_->release(function_, backwardFollows_);
   }
   GatheredUnit(const GatheredUnit &) = delete;
   GatheredUnit &operator=(const GatheredUnit &) = delete;
@@ -49,6 +51,7 @@ public:
 private:
   Zero3Params *params_;
   std::string function_;
+  bool backwardFollows_;
 };
 
 std::vector<at::Tensor> runGroup(const Program &program, const std::string &function,
@@ -89,7 +92,7 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
     std::vector<at::Tensor> outs;
     {
       at::NoGradGuard noGrad;
-      GatheredUnit unit(function, Zero3Params::Pass::Forward);
+      GatheredUnit unit(function, Zero3Params::Pass::Forward, /*backwardFollows=*/true);
       outs = runGroup(program, function, inputs.vec(), device);
       unit.keep(outs);
     }

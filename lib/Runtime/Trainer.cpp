@@ -468,7 +468,10 @@ void printBanner(const TrainerState &s, std::ostream &out) {
                        "released after{}",
                        s.zero3->numBuckets(), withThousands(double(s.zero3->bucketBytes())),
                        s.zero3->numUnits(),
-                       s.zero3->prefetch() ? "; each gather prefetches the next function's" : "")
+                       s.zero3->prefetch() ? "; each gather prefetches the next function's, and "
+                                             "the forward's last stays whole "
+                                             "for its re-run in backward"
+                                           : "")
         << std::endl;
   if (s.config.precision.tf32 == "true")
     out << (s.device.is_cuda() ? "nnsc-run: TF32: float32 matmuls and convolutions may run on "
@@ -533,8 +536,10 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
     st = reportMemory(s, out);
   if (st.isOk() && s.zero3 && s.zero3->prefetch() && s.isLogger())
     out << fmt::format("nnsc-run: ZeRO-3 prefetch: {} of {} gathers found their all-gathers "
-                       "launched by the function before, {} prefetches dropped",
-                       s.zero3->prefetchesUsed(), s.zero3->gathers(), s.zero3->prefetchesDropped())
+                       "launched by the function before, {} prefetches dropped; {} re-runs in "
+                       "backward found their parameters kept whole since the forward",
+                       s.zero3->prefetchesUsed(), s.zero3->gathers(), s.zero3->prefetchesDropped(),
+                       s.zero3->keptUsed())
         << std::endl;
   if (st.isOk())
     st = s.comm->world().barrier()->wait(); // nobody leaves while others still talk

@@ -96,6 +96,8 @@ Status Zero3Params::install(const Launch &l, const std::string &function) {
 
 void Zero3Params::learn(const std::string &function, Pass pass) {
   const int p = pass == Pass::Forward ? 0 : 1;
+  if (p == 1 && last_[1].empty())
+    firstBackward_ = function;
   if (!last_[p].empty() && last_[p] != function)
     next_[p][last_[p]] = function;
   last_[p] = function;
@@ -134,6 +136,11 @@ void Zero3Params::startPrefetch(const std::string &function, Pass pass) {
 }
 
 Status Zero3Params::drain() {
+  releaseKept();
+  return dropPrefetch();
+}
+
+Status Zero3Params::dropPrefetch() {
   std::vector<Launch> pending = std::move(pending_);
   std::string function = std::move(pendingFunction_);
   pending_.clear();
@@ -160,9 +167,8 @@ Status Zero3Params::gather(const std::string &function, Pass pass) {
     pendingFunction_.clear();
     ++prefetchesUsed_;
   } else {
-    NNSC_RETURN_IF_ERROR(drain());
+    NNSC_RETURN_IF_ERROR(dropPrefetch());
   }
-  std::vector<Launch> launches;
   std::vector<size_t> counted; // entries whose count this call raised
   // A failure (a status, or an exception such as an allocation's) leaves
   // none of them gathered: the caller releases nothing, a later gather
@@ -174,22 +180,31 @@ Status Zero3Params::gather(const std::string &function, Pass pass) {
   };
   counted.reserve(it->second.size()); // the push_back below cannot throw
   try {
-    for (size_t k : it->second) {
-      Entry &e = entries_[k];
-      counted.push_back(k);
-      if (++e.uses > 1)
-        continue;
-      auto pre = std::find_if(prefetched.begin(), prefetched.end(),
-                              [&](const Launch &l) { return l.entry == k; });
-      launches.push_back(pre != prefetched.end() ? *pre : launch(k));
-    }
-    for (const Launch &l : launches)
-      if (Status st = install(l, function); !st.isOk()) {
-        undo();
-        return st;
+    if (!kept_.empty() && kept_ == function) {
+      // Whole since its forward: the count kept becomes this call's.
+      kept_.clear();
+      counted = it->second;
+      ++keptUsed_;
+    } else {
+      releaseKept();
+      std::vector<Launch> launches;
+      for (size_t k : it->second) {
+        Entry &e = entries_[k];
+        counted.push_back(k);
+        if (++e.uses > 1)
+          continue;
+        auto pre = std::find_if(prefetched.begin(), prefetched.end(),
+                                [&](const Launch &l) { return l.entry == k; });
+        launches.push_back(pre != prefetched.end() ? *pre : launch(k));
       }
-    if (!launches.empty())
-      ++gathers_;
+      for (const Launch &l : launches)
+        if (Status st = install(l, function); !st.isOk()) {
+          undo();
+          return st;
+        }
+      if (!launches.empty())
+        ++gathers_;
+    }
     learn(function, pass);
     if (prefetch_)
       startPrefetch(function, pass); // runs while this unit computes
@@ -200,7 +215,21 @@ Status Zero3Params::gather(const std::string &function, Pass pass) {
   return Status::ok();
 }
 
-void Zero3Params::release(const std::string &function) {
+void Zero3Params::release(const std::string &function, bool backwardFollows) {
+  auto it = byFunction_.find(function);
+  if (it == byFunction_.end())
+    return;
+  // The unit backward re-runs first stays whole for that re-run (the last
+  // of nested calls only; one such unit at a time).
+  if (backwardFollows && prefetch_ && kept_.empty() && function == firstBackward_ &&
+      entries_[it->second.front()].uses == 1) {
+    kept_ = function;
+    return;
+  }
+  decrement(function);
+}
+
+void Zero3Params::decrement(const std::string &function) {
   auto it = byFunction_.find(function);
   if (it == byFunction_.end())
     return;
@@ -209,6 +238,14 @@ void Zero3Params::release(const std::string &function) {
     if (e.uses > 0 && --e.uses == 0)
       free(e);
   }
+}
+
+void Zero3Params::releaseKept() {
+  if (kept_.empty())
+    return;
+  std::string function = std::move(kept_);
+  kept_.clear();
+  decrement(function);
 }
 
 void Zero3Params::releaseAll() {

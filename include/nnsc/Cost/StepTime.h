@@ -87,7 +87,9 @@ struct StepBreakdown {
   /// backward) add to the step. Without prefetch each is waited for whole;
   /// with it (memory.zero3Prefetch) a group's gather runs during the
   /// previous group's compute (the next one's in backward), and only what
-  /// outlasts that compute shows, plus the first group's gather of each pass.
+  /// outlasts that compute shows, plus the first group's gather; the last
+  /// group stays whole from its forward to its re-run, backward's first,
+  /// and is gathered once.
   double paramGather = 0;
   int buckets = 0;
   int microBatches = 1;

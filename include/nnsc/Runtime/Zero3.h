@@ -21,7 +21,10 @@
 /// backward's re-runs in reverse), so they run while this unit computes, as
 /// FSDP's forward and backward prefetch; two units are whole at once. The
 /// next gather takes the prefetched buffers if they are its own, and waits
-/// for and drops them otherwise. The
+/// for and drops them otherwise. With prefetch on, the unit that backward
+/// re-runs first (the forward's last, learned) also stays whole from its
+/// forward to that re-run, as FSDP keeps its root: one all-gather fewer a
+/// micro-batch and none waited for when backward starts. The
 /// parameters' gradients flow to the reducer as under ZeRO-2. Nothing else
 /// reads these parameters: checkpoints take their values from the
 /// optimizer (gatherMasters), resumes give them back through loadMaster.
@@ -68,17 +71,23 @@ public:
   /// Prefetch the next unit (true: the default).
   void setPrefetch(bool on) { prefetch_ = on; }
   bool prefetch() const { return prefetch_; }
-  /// Waits for a prefetch in flight and drops it: before the optimizer
-  /// changes the values a prefetch would bring (a step leaves none in
-  /// flight in a program's usual order: this makes sure).
+  /// Waits for a prefetch in flight and drops it, and frees a unit kept
+  /// whole since its forward: before the optimizer changes the values they
+  /// hold (a step leaves neither in a program's usual order: this makes
+  /// sure).
   Status drain();
   /// Gathers that made a unit whole; of them, those that took a prefetch;
   /// and prefetches dropped.
   int64_t gathers() const { return gathers_; }
   int64_t prefetchesUsed() const { return prefetchesUsed_; }
   int64_t prefetchesDropped() const { return prefetchesDropped_; }
-  /// Frees `function`'s parameters again (the last of nested calls).
-  void release(const std::string &function);
+  /// Gathers that found their unit kept whole since its forward.
+  int64_t keptUsed() const { return keptUsed_; }
+  /// Frees `function`'s parameters again (the last of nested calls). With
+  /// `backwardFollows` (a training forward) and prefetch on, the unit that
+  /// backward re-runs first is kept whole instead, until its re-run's gather
+  /// takes it or any other gather, drain() or releaseAll() frees it.
+  void release(const std::string &function, bool backwardFollows = false);
   void releaseAll();
 
   bool empty() const { return entries_.empty(); }
@@ -120,15 +129,23 @@ private:
   void endPass(int pass);
   /// Launches the all-gathers of the unit after `function` in `pass`.
   void startPrefetch(const std::string &function, Pass pass);
+  /// Frees the unit kept whole after its forward, if any.
+  void releaseKept();
+  /// release() without keeping.
+  void decrement(const std::string &function);
+  /// Waits for a prefetch in flight and drops it.
+  Status dropPrefetch();
 
   std::vector<Entry> entries_;
   std::map<std::string, std::vector<size_t>> byFunction_;
   bool prefetch_ = true;
   std::map<std::string, std::string> next_[2]; ///< per pass: the unit gathered after each
   std::string last_[2];                        ///< per pass: the unit gathered last
+  std::string firstBackward_;                  ///< the unit backward re-ran first
+  std::string kept_;                           ///< a unit whole since its forward ("" none)
   std::string pendingFunction_;                ///< the prefetched unit ("" none)
   std::vector<Launch> pending_;                ///< its all-gathers in flight
-  int64_t gathers_ = 0, prefetchesUsed_ = 0, prefetchesDropped_ = 0;
+  int64_t gathers_ = 0, prefetchesUsed_ = 0, prefetchesDropped_ = 0, keptUsed_ = 0;
 };
 
 } // namespace nnsc::rt

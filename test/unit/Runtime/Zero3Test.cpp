@@ -2,7 +2,8 @@
 // units, the parameters of a unit bucket released to no elements and gathered
 // whole again from the optimizer's ranges (nested gathers counted), a step's
 // update reaching the next gather, the values for a checkpoint, a resume's
-// values handed back, and the next unit's all-gathers prefetched.
+// values handed back, the next unit's all-gathers prefetched, and backward's
+// first unit kept whole from its forward.
 #include "CommTestUtil.h" // first: see there
 
 #include <c10/core/StorageImpl.h>
@@ -173,6 +174,62 @@ TEST_CASE("zero3 worker: gather and release", "[.worker]") {
   params.release("f1");
   NNSC_REQUIRE_OK(params.drain());
   CHECK(params.prefetchesDropped() == dropped + 2);
+  // ... nor kept for backward.
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  params.release("f1", /*backwardFollows=*/true);
+  CHECK(bytesHeld(ps[2]) == 0);
+
+  // The unit backward re-runs first (f1, learned) stays whole from a
+  // training forward to that re-run: no all-gather for it there.
+  params.setPrefetch(true);
+  // Learns the first re-run again.
+  for (auto [f, pass] : {std::pair{"f0", P::Forward},
+                         {"f1", P::Forward},
+                         {"f1", P::Backward},
+                         {"f0", P::Backward}}) {
+    NNSC_REQUIRE_OK(params.gather(f, pass));
+    params.release(f);
+  }
+  params.beginForward();
+  const int64_t gathered = params.gathers(), usedBefore = params.prefetchesUsed();
+  NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
+  params.release("f0", true); // not backward's first: freed
+  CHECK(bytesHeld(ps[0]) == 0);
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  params.release("f1", true);
+  CHECK(at::equal(ps[2], loaded)); // kept
+  NNSC_REQUIRE_OK(params.gather("f1", P::Backward));
+  CHECK(params.keptUsed() == 1);
+  CHECK(params.gathers() == gathered + 2);
+  CHECK(at::equal(ps[2], loaded));
+  params.release("f1");
+  CHECK(bytesHeld(ps[2]) == 0);
+  NNSC_REQUIRE_OK(params.gather("f0", P::Backward)); // prefetched during f1's re-run
+  CHECK(params.prefetchesUsed() == usedBefore + 2);
+  params.release("f0");
+  // Another unit's gather frees a kept unit (a validation forward after a
+  // training one); so does drain() (before an optimizer step). Only a
+  // training forward's release keeps.
+  params.beginForward();
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  params.release("f1");
+  CHECK(bytesHeld(ps[2]) == 0);
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  params.release("f1", true);
+  NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
+  CHECK(bytesHeld(ps[2]) == 0);
+  params.release("f0");
+  params.beginForward();
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  params.release("f1", true);
+  CHECK(bytesHeld(ps[2]) > 0);
+  NNSC_REQUIRE_OK(params.drain());
+  CHECK(bytesHeld(ps[2]) == 0);
+  NNSC_REQUIRE_OK(params.gather("f1", P::Backward)); // all-gathered anew
+  CHECK(params.keptUsed() == 1);
+  CHECK(at::equal(ps[2], loaded));
+  params.release("f1");
+  NNSC_REQUIRE_OK(params.drain());
   NNSC_REQUIRE_OK(world->world().barrier()->wait());
 }
 
