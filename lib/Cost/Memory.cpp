@@ -99,16 +99,13 @@ void addState(const DeviceLoad &load, const MemoryOptions &o, DeviceMemory &m) {
   }
   // One group's parameters are whole at a time (its forward, or its re-run
   // in backward), beside the ranges; with prefetch also the group after it
-  // (forward) or before it (backward): the largest such pair.
-  double largest = 0, previous = -1;
-  int previousGroup = -2;
+  // (forward) or before it (backward): the largest such pair. The runtime
+  // learns its order from the gathers, so a group without sharded weights
+  // between two is no gap: the two are neighbours.
+  double largest = 0, previous = 0;
   for (const auto &[group, bytes] : gatheredBytes) {
-    double pair = bytes;
-    if (o.zero3Prefetch && previousGroup == group - 1)
-      pair += previous;
-    largest = std::max(largest, pair);
+    largest = std::max(largest, bytes + (o.zero3Prefetch ? previous : 0));
     previous = bytes;
-    previousGroup = group;
   }
   m.paramBytes += largest;
 }

@@ -52,6 +52,38 @@ std::map<int, std::shared_ptr<CommBackend>> &registry() {
 
 } // namespace
 
+at::Tensor backToBack(const std::vector<at::Tensor> &parts) {
+  if (parts.empty())
+    return {};
+  const at::Tensor &first = parts[0];
+  int64_t total = 0;
+  const char *next = nullptr;
+  for (const at::Tensor &p : parts) {
+    if (!p.defined() || !p.has_storage() || p.numel() == 0 || !p.is_contiguous() ||
+        p.scalar_type() != first.scalar_type() || p.device() != first.device() ||
+        !p.is_alias_of(first))
+      return {};
+    const char *at = static_cast<const char *>(p.data_ptr());
+    if (next && at != next)
+      return {};
+    next = at + p.numel() * static_cast<int64_t>(p.element_size());
+    total += p.numel();
+  }
+  return first.detach().as_strided({total}, {1});
+}
+
+bool overlaps(const at::Tensor &a, const at::Tensor &b) {
+  if (!a.is_contiguous() || !b.is_contiguous())
+    return true;
+  if (a.numel() == 0 || b.numel() == 0)
+    return false;
+  auto begin = [](const at::Tensor &t) { return static_cast<const char *>(t.data_ptr()); };
+  auto end = [&](const at::Tensor &t) {
+    return begin(t) + t.numel() * static_cast<int64_t>(t.element_size());
+  };
+  return begin(a) < end(b) && begin(b) < end(a);
+}
+
 std::shared_ptr<Work> Work::finished(Status status) {
   return std::make_shared<FinishedWork>(std::move(status));
 }

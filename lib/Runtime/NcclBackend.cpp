@@ -392,8 +392,17 @@ protected:
         finish);
   }
 
+  // Outputs back to back (a flat's split: ZeRO's gathers) are written
+  // straight, no staging buffer and no copy after; in place where the input
+  // is this rank's output (NCCL allows exactly that overlap).
   WorkPtr doAllGather(const at::Tensor &input, std::vector<at::Tensor> &outputs) override {
     at::Tensor in = input.contiguous();
+    at::Tensor flat = backToBack(outputs);
+    if (flat.defined() && (!overlaps(in, flat) || in.data_ptr() == outputs[rank()].data_ptr()))
+      return enqueue("allgather", {in, flat}, [&](ncclComm_t c, cudaStream_t s) {
+        return ncclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(),
+                             *ncclType(in.scalar_type()), c, s);
+      });
     at::Tensor staging = at::empty({size(), in.numel()}, in.options());
     auto finish = [outputs, staging]() mutable {
       for (size_t i = 0; i < outputs.size(); ++i)
@@ -408,11 +417,21 @@ protected:
         finish);
   }
 
+  // Inputs back to back (a bucket's split) are sent as they lie, and a
+  // contiguous output is written straight unless it overlaps them other than
+  // as this rank's input (NCCL's in-place form).
   WorkPtr doReduceScatter(const std::vector<at::Tensor> &inputs, at::Tensor &output,
                           ReduceOp op) override {
-    at::Tensor staging = at::stack(inputs);
-    at::Tensor out = at::empty_like(output, at::MemoryFormat::Contiguous);
-    auto finish = [output, out]() mutable { output.copy_(out); };
+    at::Tensor staging = backToBack(inputs);
+    if (!staging.defined())
+      staging = at::stack(inputs);
+    const bool direct = output.is_contiguous() &&
+                        (!overlaps(output, staging) ||
+                         output.data_ptr() == inputs[static_cast<size_t>(rank())].data_ptr());
+    at::Tensor out = direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
+    std::function<void()> finish;
+    if (!direct)
+      finish = [output, out]() mutable { output.copy_(out); };
     return enqueue(
         "reducescatter", {staging, out},
         [&](ncclComm_t c, cudaStream_t s) {

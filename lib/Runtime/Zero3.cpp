@@ -57,16 +57,23 @@ void Zero3Params::free(Entry &e) {
   s.set_nbytes(0);
 }
 
-Zero3Params::Launch Zero3Params::launch(size_t entry) {
+Zero3Params::Launch Zero3Params::prepare(size_t entry) {
   Entry &e = entries_[entry];
-  const ZeroBucketLayout &layout = e.reducer->zeroLayout(e.bucket);
   Launch l;
   l.entry = entry;
   l.src = e.optimizer->gatherSource(e.bucket); // alive until the all-gather is waited for
-  l.fresh = at::empty({layout.padded}, l.src.options());
-  std::vector<at::Tensor> outputs = l.fresh.split(layout.shardNumel);
-  l.work = e.reducer->group().allGather(l.src, outputs);
+  l.fresh = at::empty({e.reducer->zeroLayout(e.bucket).padded}, l.src.options());
   return l;
+}
+
+void Zero3Params::issue(std::vector<Launch> &launches) {
+  for (Launch &l : launches) {
+    if (l.work)
+      continue; // prefetched
+    Entry &e = entries_[l.entry];
+    std::vector<at::Tensor> outputs = l.fresh.split(e.reducer->zeroLayout(e.bucket).shardNumel);
+    l.work = e.reducer->group().allGather(l.src, outputs);
+  }
 }
 
 Status Zero3Params::gatherError(const Entry &e, const std::string &function,
@@ -128,9 +135,12 @@ void Zero3Params::startPrefetch(const std::string &function, Pass pass) {
   for (size_t k : unit->second)
     if (entries_[k].uses > 0)
       return; // whole already
+  // Every buffer first: a failed allocation leaves none of the unit's
+  // all-gathers issued (the peers' then time out whole, not in the middle).
   std::vector<Launch> launched;
   for (size_t k : unit->second)
-    launched.push_back(launch(k));
+    launched.push_back(prepare(k));
+  issue(launched);
   pending_ = std::move(launched);
   pendingFunction_ = n->second;
 }
@@ -165,7 +175,6 @@ Status Zero3Params::gather(const std::string &function, Pass pass) {
     prefetched = std::move(pending_);
     pending_.clear();
     pendingFunction_.clear();
-    ++prefetchesUsed_;
   } else {
     NNSC_RETURN_IF_ERROR(dropPrefetch());
   }
@@ -195,8 +204,9 @@ Status Zero3Params::gather(const std::string &function, Pass pass) {
           continue;
         auto pre = std::find_if(prefetched.begin(), prefetched.end(),
                                 [&](const Launch &l) { return l.entry == k; });
-        launches.push_back(pre != prefetched.end() ? *pre : launch(k));
+        launches.push_back(pre != prefetched.end() ? *pre : prepare(k));
       }
+      issue(launches);
       for (const Launch &l : launches)
         if (Status st = install(l, function); !st.isOk()) {
           undo();
@@ -204,6 +214,8 @@ Status Zero3Params::gather(const std::string &function, Pass pass) {
         }
       if (!launches.empty())
         ++gathers_;
+      if (!prefetched.empty())
+        ++prefetchesUsed_;
     }
     learn(function, pass);
     if (prefetch_)

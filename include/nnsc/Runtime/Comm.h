@@ -57,6 +57,15 @@ private:
 };
 using WorkPtr = std::shared_ptr<Work>;
 
+/// `parts` as one flat 1-D tensor over their elements when they lie back to
+/// back in one storage, each contiguous, non-empty and of one dtype (as a
+/// flat's split() leaves them), so that a collective can use their memory as
+/// one buffer; an undefined tensor otherwise (and for no parts).
+at::Tensor backToBack(const std::vector<at::Tensor> &parts);
+/// Whether the elements of `a` and `b` may share memory: their byte ranges
+/// intersect (true for a tensor that is not contiguous).
+bool overlaps(const at::Tensor &a, const at::Tensor &b);
+
 /// Which ranks a backend connects and how this process sits among them.
 struct GroupInfo {
   int id = kWorldGroup;

@@ -120,7 +120,10 @@ private:
     WorkPtr work;
   };
   void free(Entry &e);
-  Launch launch(size_t entry);
+  /// The buffers of an all-gather of `entry` (no collective yet).
+  Launch prepare(size_t entry);
+  /// Issues the all-gathers of those without work yet, in order.
+  void issue(std::vector<Launch> &launches);
   /// Waits for `l` and gives its buffer to the entry's flat.
   Status install(const Launch &l, const std::string &function);
   Status gatherError(const Entry &e, const std::string &function, const Status &st) const;

@@ -109,11 +109,20 @@ TEST_CASE("optimizer states per optimizer, precision and ZeRO", "[cost]") {
   o.zero3Prefetch = false;
   m = cost::deviceMemory(two, o);
   CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * 128);
-  // Groups 0 and 2 never run one after the other: one whole at a time.
+  // Groups 0 and 2 with none sharded in group 1: the runtime gathers 2
+  // right after 0 (it learns its order from the gathers), so the pair is whole.
   o.zero3Prefetch = true;
   two.state[1].recomputeGroup = 2;
   m = cost::deviceMemory(two, o);
-  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * 128);
+  CHECK(m.paramBytes == 2 * (2 * 128 / 4) + 2 * (2 * 128));
+  // Three groups: the largest neighbouring pair, not the two largest.
+  cost::DeviceLoad three = two;
+  three.state.push_back(three.state[0]);
+  three.state[2].recomputeGroup = 3;
+  three.state[2].elements *= 4;
+  three.state[0].elements *= 3;
+  m = cost::deviceMemory(three, o);
+  CHECK(m.paramBytes == 2 * (8 * 128) / 4 + 2 * (5 * 128));
 }
 
 TEST_CASE("step time: compute, and the gradient all-reduce exposed after backward", "[cost]") {

@@ -84,6 +84,36 @@ TEST_CASE("collective arguments are checked before any communication") {
   CHECK_THAT(backend.recv(out, 2)->wait().message(), ContainsSubstring("source 2 is out of range"));
 }
 
+TEST_CASE("a flat's split is one buffer to a collective; other parts are not") {
+  at::Tensor flat = at::arange(12, at::kFloat);
+  std::vector<at::Tensor> parts = flat.split(4);
+  at::Tensor whole = backToBack(parts);
+  REQUIRE(whole.defined());
+  CHECK(whole.data_ptr() == flat.data_ptr());
+  CHECK(whole.numel() == 12);
+  whole.fill_(7); // the same memory
+  CHECK(flat.eq(7).all().item<bool>());
+  std::vector<at::Tensor> tail{parts[1], parts[2]};
+  CHECK(backToBack(tail).data_ptr() == parts[1].data_ptr());
+  std::vector<at::Tensor> gap{parts[0], parts[2]}, swapped{parts[1], parts[0]};
+  CHECK_FALSE(backToBack(gap).defined());
+  CHECK_FALSE(backToBack(swapped).defined());
+  std::vector<at::Tensor> apart{at::zeros({4}), at::zeros({4})};
+  CHECK_FALSE(backToBack(apart).defined());
+  at::Tensor grid = at::zeros({4, 4});
+  std::vector<at::Tensor> columns = grid.split(2, 1); // not contiguous
+  CHECK_FALSE(backToBack(columns).defined());
+  std::vector<at::Tensor> mixed{flat.narrow(0, 0, 4), flat.narrow(0, 4, 4).view(at::kInt)};
+  CHECK_FALSE(backToBack(mixed).defined());
+  CHECK_FALSE(backToBack({}).defined());
+
+  CHECK(overlaps(parts[0], flat));
+  CHECK_FALSE(overlaps(parts[0], parts[1]));
+  CHECK(overlaps(flat.narrow(0, 3, 2), parts[1]));
+  CHECK_FALSE(overlaps(flat, at::zeros({12})));
+  CHECK(overlaps(columns[0], at::zeros({1}))); // not contiguous: assumed to
+}
+
 TEST_CASE("an unknown backend name lists the known ones") {
   LaunchEnv env;
   CommOptions options;
