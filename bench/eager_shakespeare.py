@@ -4,7 +4,7 @@ eager_shakespeare.py --data DIR [--config default] [--mbs 64] [--steps 5000] [--
     [--min-lr 1e-4] [--warmup 100] [--beta2 0.99] [--weight-decay 0.1] [--grad-clip 1.0]
     [--val-every 250] [--val-batches 200] [--log-every 10] [--device cuda|cpu]
     [--precision bf16|fp32] [--dropout P] [--val-windows nnsc|random] [--seed 1337] [--val-seed 0]
-    [--threads N] [--matched MODEL.pt] [--losses FILE]
+    [--threads N] [--train-windows random|nnsc] [--matched MODEL.pt] [--losses FILE]
 
 Trains examples/nanogpt's GPT on DIR/train.bin (nnsc-prepare-data's uint16 ids) as nanoGPT's
 train.py does: random windows of the training split each step, AdamW over two groups (weight
@@ -98,6 +98,10 @@ def main():
     ap.add_argument("--val-windows", default="nnsc", choices=["nnsc", "random"],
                     help="nnsc: the windows nnsc-run validates on (data seed --val-seed); random: drawn "
                          "once with seed 1")
+    ap.add_argument("--train-windows", default="random", choices=["random", "nnsc"],
+                    help="random: torch.randint as nanoGPT (default); nnsc: nnsc-run's training "
+                         "windows of data seed --val-seed, the rest of the draws eager's own "
+                         "(--matched implies nnsc)")
     ap.add_argument("--dropout", type=float, default=None, help="the config's dropout by default")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--val-seed", type=int, default=0,
@@ -159,7 +163,8 @@ def main():
     for it in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(it, args)
-        if args.matched:  # nnsc-run's sample g = step * mbs + i (one rank, no accumulation)
+        if args.matched or args.train_windows == "nnsc":
+            # nnsc-run's sample g = step * mbs + i (one rank, no accumulation)
             starts = [nnsc_offset(it * args.mbs + i, args.val_seed, len(train), T)
                       for i in range(args.mbs)]
         else:

@@ -21,6 +21,8 @@
 # the first steps and the mean difference over the last 250) show whether the programs'
 # arithmetic differs beyond rounding.
 #   TEXT=data/tinyshakespeare.txt DEVICE=cuda PY=python3 bench/shakespeare_char.sh
+# EAGER_WINDOWS=nnsc: eager trains on nnsc-run's windows of the seed and keeps its own other
+# draws (weights, dropout): what the window sampler alone does to the losses.
 # FUSED=1: nnsc-run updates with PyTorch's fused AdamW kernel (optimizer.fused), as eager
 # does on cuda (fused=True, nanoGPT's choice); by default nnsc-run takes foreach.
 # A CPU smoke run (minutes):
@@ -96,6 +98,7 @@ done
   --steps "$STEPS" --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES" --device "$DEVICE" \
   --precision "$PRECISION" --seed "$seed" --val-seed "$seed" ${DROPOUT:+--dropout "$DROPOUT"} \
   --losses "$W/eager-$seed.losses" \
+  ${EAGER_WINDOWS:+--train-windows "$EAGER_WINDOWS"} \
   $([ "${MATCHED:-0}" = 1 ] && echo --matched "$W/model-$seed/model.pt") > "$W/eager-$seed.txt"
 cat "$W"/nnsc-*-"$seed".txt "$W/eager-$seed.txt"
 done
