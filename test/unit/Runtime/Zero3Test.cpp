@@ -113,15 +113,19 @@ TEST_CASE("zero3 worker: gather and release", "[.worker]") {
   // Prefetch: a pass learns which unit follows which (forward f0 then f1,
   // backward's re-runs f1 then f0); a gather then launches the next unit's
   // all-gathers without installing them, and that unit's gather takes them.
-  params.beginForward();
   using P = Zero3Params::Pass;
-  for (auto [f, pass] : {std::pair{"f0", P::Forward},
-                         {"f1", P::Forward},
-                         {"f1", P::Backward},
-                         {"f0", P::Backward}}) {
-    NNSC_REQUIRE_OK(params.gather(f, pass));
-    params.release(f);
-  }
+  // One micro-batch's gathers, each released after.
+  auto forwardBackward = [&] {
+    params.beginForward();
+    for (auto [f, pass] : {std::pair{"f0", P::Forward},
+                           {"f1", P::Forward},
+                           {"f1", P::Backward},
+                           {"f0", P::Backward}}) {
+      NNSC_REQUIRE_OK(params.gather(f, pass));
+      params.release(f);
+    }
+  };
+  forwardBackward();
   const int64_t used = params.prefetchesUsed(), dropped = params.prefetchesDropped();
   params.beginForward();
   NNSC_REQUIRE_OK(params.gather("f0", P::Forward)); // launches f1's
@@ -182,14 +186,7 @@ TEST_CASE("zero3 worker: gather and release", "[.worker]") {
   // The unit backward re-runs first (f1, learned) stays whole from a
   // training forward to that re-run: no all-gather for it there.
   params.setPrefetch(true);
-  // Learns the first re-run again.
-  for (auto [f, pass] : {std::pair{"f0", P::Forward},
-                         {"f1", P::Forward},
-                         {"f1", P::Backward},
-                         {"f0", P::Backward}}) {
-    NNSC_REQUIRE_OK(params.gather(f, pass));
-    params.release(f);
-  }
+  forwardBackward(); // learns the first re-run again
   params.beginForward();
   const int64_t gathered = params.gathers(), usedBefore = params.prefetchesUsed();
   NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
