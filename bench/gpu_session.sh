@@ -18,18 +18,24 @@
 #                10 steps, LibTorch's profiler over steps 8-9 (docs/trainer-config.md,
 #                "Profiling"); prints each summary: the phases, host operators, the kernels and
 #                how busy the GPU was; traces in $W/profile-*/profile (about 40 s, estimated)
-#   shakespeare  bench/shakespeare_char.sh: the 5000-step recipe, time to val loss 1.47
-#                against eager, nnsc-run in both bf16 recipes: seed 1337 as nanoGPT runs it
-#                (out/bench/shakespeare_char), then seed 1338 with MATCHED=1, eager taking
-#                nnsc-run's windows and dropout streams, so that a drift between the two is
-#                the GPU programs' arithmetic (out/bench/shakespeare_char_matched); 147 s for
-#                one recipe and one seed, so about 400 s
-#   bench/gpu_session.sh [STAGE...]        (default: build smoke throughput profile)
-#   TEXT=gpu-data/tinyshakespeare.txt bench/gpu_session.sh shakespeare
-# A 15-minute device session: call 1 `bench/gpu_session.sh build smoke throughput profile`, then at
-# once (a machine stays warm 30 s; a fresh one rebuilds) call 2 `TEXT=... bench/gpu_session.sh
-# build shakespeare` (build: a no-op on the warm machine), each with `carry` naming the
-# git-ignored folder that holds the text (and DEBS, if any).
+#   goal         bench/shakespeare_char.sh: the 5000-step recipe, time to val loss 1.47
+#                against eager, nnsc-run in both bf16 recipes, seed 1337 as nanoGPT runs it,
+#                both sides with the fused AdamW (out/bench/shakespeare_char); eager 75 s and
+#                nnsc-run megatron 53 s on the H100 (2026-11-27), autocast not yet measured:
+#                about 220 s with the tools
+#   matched      the same for seed 1338 with MATCHED=1, eager taking nnsc-run's windows and
+#                dropout streams, so that a drift between the two is the GPU programs'
+#                arithmetic (out/bench/shakespeare_char_matched); about 220 s
+#   shakespeare  goal, then matched
+#   collect      the small outputs of every stage (logs, summaries, configs, metrics) in one
+#                archive under $OUT, which the device tool brings back
+#   bench/gpu_session.sh [STAGE...]        (default: build smoke goal)
+# A 15-minute device session (a machine's start takes a minute or two of it): call 1
+# `DEBS=.gpu/debs TEXT=.gpu/tinyshakespeare.txt bench/gpu_session.sh build smoke goal collect`
+# (about 350 s), then at once (a machine stays warm 30 s; a fresh one starts bare and
+# rebuilds) call 2 `TEXT=.gpu/tinyshakespeare.txt bench/gpu_session.sh throughput profile
+# matched collect` (about 410 s; build/ stays on the warm machine), each with `carry`
+# naming the git-ignored folder that holds the text and DEBS (.gpu/).
 # DEBS=DIR (build): a folder of Debian 12 packages (.deb) to unpack into / for each library the
 # machine lacks (it has no apt): protobuf, yaml-cpp, fmt, spdlog, nlohmann-json, CLI11. Fetch
 # them where apt works:  apt-get download libprotobuf-dev libprotobuf32 libprotobuf-lite32
@@ -147,29 +153,59 @@ profile() {
   for name in fp32-megatron-false bf16-megatron-false; do
     cfg=$G/cfg-$name.yaml
     [ -e "$cfg" ] || { echo "gpu_session.sh: no $cfg: run the throughput stage first"; exit 1; }
+    rm -rf "$W/profile-$name" # a run left there would resume at its end and profile nothing
     build/bin/nnsc-run "$cfg" --nproc-per-node 1 --run_dir="$W/profile-$name" --train.steps=10 \
       --profile.start_step=8 --profile.end_step=9 --profile.top=12 > "$W/profile-$name.log"
     cat "$W/profile-$name/profile/rank0.summary.txt"
   done
 }
-shakespeare() {
-  DEVICE=$DEVICE PY=$PY SEEDS=1337 bench/shakespeare_char.sh
-  DEVICE=$DEVICE PY=$PY SEEDS=1338 MATCHED=1 W=out/bench/shakespeare_char_matched \
+# Both sides update with the fused AdamW, as nanoGPT's eager run does on cuda.
+goal() {
+  DEVICE=$DEVICE PY=$PY SEEDS=1337 FUSED=1 bench/shakespeare_char.sh
+}
+matched() {
+  DEVICE=$DEVICE PY=$PY SEEDS=1338 FUSED=1 MATCHED=1 W=out/bench/shakespeare_char_matched \
     bench/shakespeare_char.sh
 }
+shakespeare() {
+  goal
+  matched
+}
+# The stages' small outputs (logs, summaries, configs, metrics; no weights, checkpoints or
+# traces over 8 MiB) in one archive under $OUT, which the device tool brings back (it takes
+# at most 8 files of 16 MiB there).
+collect() {
+  [ -n "${OUT:-}" ] || { echo "gpu_session.sh: collect: OUT is not set"; exit 1; }
+  local tarball=$OUT/gpu_session-$(date +%H%M%S).tar.gz
+  find "$W" out/bench/gpu_vs_eager* out/bench/shakespeare_char* -type f -size -8M \
+    \( -name '*.log' -o -name '*.txt' -o -name '*.yaml' -o -name '*.jsonl' -o -name '*.json' \) \
+    2> /dev/null | tar czf "$tarball" -T -
+  ls -l "$tarball"
+}
 
-(($#)) || set -- build smoke throughput profile
+(($#)) || set -- build smoke goal
 failed=()
 for s in "$@"; do
   case "$s" in
-    build) # every later stage needs it
-      stage build build || exit 1
+    build) # every later stage needs it (not a condition either: see below)
+      set +e
+      (stage build build)
+      rc=$?
+      set -e
+      ((rc == 0)) || exit 1
       grep -E "^-- nnsc: |^torch |^name" "$W/build.log" || true ;;
-    smoke | throughput | shakespeare) # independent: a failure does not stop the next
-      if stage "$s" "$s"; then tail -40 "$W/$s.log"; else failed+=("$s"); fi ;;
-    profile)
-      if stage "$s" "$s"; then cat "$W/$s.log"; else failed+=("$s"); fi ;;
-    *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, profile, shakespeare)" >&2; exit 2 ;;
+    smoke | throughput | profile | goal | matched | shakespeare | collect)
+      # Independent: a failure does not stop the next. Not called as a condition: inside
+      # one bash ignores `set -e` even in the stage's subshell, and a failed command would
+      # not end its stage; in a subshell of its own, whose exit status is the stage's.
+      set +e
+      (stage "$s" "$s")
+      rc=$?
+      set -e
+      if ((rc)); then failed+=("$s"); elif [ "$s" = profile ] || [ "$s" = collect ]; then
+        cat "$W/$s.log"
+      else tail -40 "$W/$s.log"; fi ;;
+    *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, profile, goal, matched, shakespeare, collect)" >&2; exit 2 ;;
   esac
 done
 ((${#failed[@]} == 0)) || { echo "gpu_session.sh: failed: ${failed[*]}"; exit 1; }

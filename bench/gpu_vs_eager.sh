@@ -20,6 +20,7 @@
 # with PyTorch's fused AdamW kernel (nnsc-run optimizer.fused, eager fused=True, as nanoGPT's
 # train.py on cuda); by default both take the multi-tensor (foreach) one, PyTorch's default.
 set -euo pipefail
+shopt -s inherit_errexit # a failure inside $(...) fails it too
 cd "$(dirname "$0")/.."
 DEVICE=${DEVICE:-cuda} CONFIG=${CONFIG:-gpt2} MBS=${MBS:-8} STEPS=${STEPS:-20} WARMUP=${WARMUP:-5}
 PEAK=${PEAK:-989e12}

@@ -28,6 +28,7 @@
 # A CPU smoke run (minutes):
 #   DEVICE=cpu CONFIG=tiny MBS=4 STEPS=20 VAL_EVERY=10 VAL_BATCHES=2 bench/shakespeare_char.sh
 set -euo pipefail
+shopt -s inherit_errexit # a failure inside $(...) fails it too
 cd "$(dirname "$0")/.."
 DEVICE=${DEVICE:-cuda} CONFIG=${CONFIG:-default} MBS=${MBS:-64} STEPS=${STEPS:-5000}
 VAL_EVERY=${VAL_EVERY:-250} VAL_BATCHES=${VAL_BATCHES:-200} PRECISION=${PRECISION:-bf16}

@@ -3,8 +3,9 @@
 # dataset (tinyshakespeare, or the text file given as $1), export and trace a
 # small nanoGPT, let autodist choose the plan for 2 ranks (against the CPU
 # example cluster's measured device and Gloo tables), generate the per-rank
-# programs, train them on 2 CPU processes (Gloo) for 300 steps, and merge the
-# final checkpoint into one file with the model's original parameter names.
+# programs, train them on 2 CPU processes (Gloo) for 300 steps, merge the
+# final checkpoint into one file with the model's original parameter names,
+# and sample text from it in the original PyTorch model.
 # Everything lands in out/main (or $NNSC_WORK).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,3 +44,6 @@ from model import CONFIGS, GPT
 model = GPT(CONFIGS["small"])
 print("load_state_dict:", model.load_state_dict(torch.load(sys.argv[1])))
 PY
+echo "== 8. text from the trained model: merged.pt in the original PyTorch GPT"
+$PY examples/nanogpt/sample.py "$NNSC_WORK/merged.pt" --data "$NNSC_WORK/data" --config small \
+  --chars 200

@@ -70,19 +70,34 @@ INTER = ("placement inter: groups of one rank per node (a data-parallel group ac
          "rank on its own NIC")
 
 
-def h100(out):
+H100_SOURCES = [
+    "intra busbw: NVIDIA/nccl-tests issue #212 (S. Jeaugey, NVIDIA): on 8 H100 over NVSwitch "
+    "NCCL reaches an effective NVLink busbw of ~370 GB/s (any collective, ring), and all_reduce "
+    "with NVLink SHARP a peak busbw of ~480 GB/s on 8 GPUs; groups of 2 and 4 use 370 GB/s",
+    "inter busbw: NVIDIA/nccl-tests issue #290 (NVIDIA): NDR 400 Gb/s InfiniBand gives "
+    "46-48 GB/s per NIC; DGX H100 has one per GPU: 47 GB/s",
+    "alpha (small-message time): estimates, 10 us within a node, 20 us across nodes",
+    CONVERSION, INTER]
+
+
+def hopper_curves():
     intra = lambda c, n: 480e9 if (c == "all_reduce" and n == 8) else 370e9
+    return curves("intra", [2, 4, 8], 10e-6, intra) + curves("inter", [2, 4, 8, 16], 20e-6,
+                                                             lambda c, n: 47e9)
+
+
+def h100(out):
+    write(os.path.join(out, "h100-nvlink-ib400.yaml"), "nccl", "h100-sxm", H100_SOURCES,
+          hopper_curves())
+
+
+def h200(out):
     sources = [
-        "intra busbw: NVIDIA/nccl-tests issue #212 (S. Jeaugey, NVIDIA): on 8 H100 over NVSwitch "
-        "NCCL reaches an effective NVLink busbw of ~370 GB/s (any collective, ring), and all_reduce "
-        "with NVLink SHARP a peak busbw of ~480 GB/s on 8 GPUs; groups of 2 and 4 use 370 GB/s",
-        "inter busbw: NVIDIA/nccl-tests issue #290 (NVIDIA): NDR 400 Gb/s InfiniBand gives "
-        "46-48 GB/s per NIC; DGX H100 has one per GPU: 47 GB/s",
-        "alpha (small-message time): estimates, 10 us within a node, 20 us across nodes",
-        CONVERSION, INTER]
-    c = curves("intra", [2, 4, 8], 10e-6, intra) + curves("inter", [2, 4, 8, 16], 20e-6,
-                                                           lambda c, n: 47e9)
-    write(os.path.join(out, "h100-nvlink-ib400.yaml"), "nccl", "h100-sxm", sources, c)
+        "the H100 node's figures (below): an HGX H200 node has the H100's NVLink 4 (900 GB/s a "
+        "GPU) through the same NVSwitch generation, and a 400 Gb/s NIC per GPU as DGX H100; "
+        "no H200-specific NCCL figures were used"] + H100_SOURCES
+    write(os.path.join(out, "h200-nvlink-ib400.yaml"), "nccl", "h200-sxm", sources,
+          hopper_curves())
 
 
 def a100(out):
@@ -179,5 +194,5 @@ if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "configs", "comm")
     os.makedirs(out, exist_ok=True)
-    for make in (h100, a100, mi250x, mi300x):
+    for make in (h100, h200, a100, mi250x, mi300x):
         make(out)

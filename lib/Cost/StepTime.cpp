@@ -107,14 +107,23 @@ std::vector<double> backwardSeconds(const StepInput &in, const Cluster &cluster,
   return backward;
 }
 
+// The ranks of `ranks` in the first one's ZeRO block of `blockRanks` ranks
+// (all of them without blocks).
+std::vector<int> firstBlock(const std::vector<int> &ranks, int blockRanks) {
+  if (blockRanks <= 0)
+    return ranks;
+  std::vector<int> block;
+  for (int r : ranks)
+    if (r / blockRanks == ranks.front() / blockRanks)
+      block.push_back(r);
+  return block;
+}
+
 // A bucket's reduction: one all-reduce over its ranks, or in ZeRO's blocks
 // one inside the first block (reduce-scatter and the parameters' all-gather)
 // and one of its shard over the blocks.
 Expected<double> bucketTime(const Bucket &b, const Cluster &cluster, int blockRanks) {
-  std::vector<int> block, cross;
-  for (int r : b.ranks)
-    if (blockRanks > 0 && r / blockRanks == b.ranks.front() / blockRanks)
-      block.push_back(r);
+  std::vector<int> block = firstBlock(b.ranks, blockRanks), cross;
   if (block.size() < 2 || block.size() == b.ranks.size())
     return cluster.commTime(Collective::AllReduce, b.bytes, b.ranks);
   for (size_t i = 0; i < b.ranks.size(); i += block.size())
@@ -180,12 +189,15 @@ Expected<StepBreakdown> stepTime(const StepInput &in, const Cluster &cluster,
   s.gradReduce = reduce->seconds;
   s.buckets = reduce->buckets;
   if (options.memory.zero >= 3) { // each group's values gathered twice a micro-batch (or once)
+    // over the copies of a block, as the runtime shards them (zero_ngroups)
     std::map<int, std::pair<int64_t, std::vector<int>>> groups;
-    for (const GradShard &g : in.grads)
-      if (g.recomputeGroup >= 0 && g.ranks.size() > 1) {
+    for (const GradShard &g : in.grads) {
+      std::vector<int> block = firstBlock(g.ranks, options.zeroBlockRanks);
+      if (g.recomputeGroup >= 0 && block.size() > 1) {
         groups[g.recomputeGroup].first += g.valueBytes;
-        groups[g.recomputeGroup].second = g.ranks;
+        groups[g.recomputeGroup].second = std::move(block);
       }
+    }
     std::vector<double> gather; // per group, in group (program) order
     std::vector<int> order;
     for (const auto &[group, what] : groups) {

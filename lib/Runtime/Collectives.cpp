@@ -65,11 +65,17 @@ Expected<at::Tensor> allGatherTensor(CommBackend &group, const at::Tensor &x, in
   if (group.size() == 1)
     return x.clone(at::MemoryFormat::Contiguous);
   at::Tensor input = x.contiguous();
-  std::vector<at::Tensor> parts;
-  for (int i = 0; i < group.size(); ++i)
-    parts.push_back(at::empty_like(input));
+  // One buffer of [n, ...x]: the ranks' parts lie back to back in it, which
+  // the NCCL backend writes without staging; along dim 0 the result is a
+  // view of it, along another one copy (as cat would make).
+  std::vector<int64_t> shape{group.size()};
+  shape.insert(shape.end(), input.sizes().begin(), input.sizes().end());
+  at::Tensor gathered = at::empty(shape, input.options());
+  std::vector<at::Tensor> parts = gathered.unbind(0);
   NNSC_RETURN_IF_ERROR(group.allGather(input, parts)->wait());
-  return at::cat(parts, *d);
+  std::vector<int64_t> sizes = input.sizes().vec();
+  sizes[size_t(*d)] *= group.size();
+  return gathered.movedim(0, *d).reshape(sizes);
 }
 
 Expected<at::Tensor> reduceScatterTensor(CommBackend &group, const at::Tensor &x, int64_t dim) {
@@ -79,10 +85,12 @@ Expected<at::Tensor> reduceScatterTensor(CommBackend &group, const at::Tensor &x
     return d.status();
   if (group.size() == 1)
     return x.clone(at::MemoryFormat::Contiguous);
-  std::vector<at::Tensor> chunks;
-  for (const at::Tensor &c : x.chunk(group.size(), *d))
-    chunks.push_back(c.contiguous());
-  at::Tensor out = at::empty_like(chunks[0]);
+  // The chunks back to back in one buffer (x itself along dim 0 when it is
+  // contiguous), which the NCCL backend sends without staging.
+  std::vector<at::Tensor> chunks =
+      *d == 0 ? x.contiguous().chunk(group.size(), 0)
+              : at::stack(x.chunk(group.size(), *d)).contiguous().unbind(0);
+  at::Tensor out = at::empty_like(chunks[0], at::MemoryFormat::Contiguous);
   NNSC_RETURN_IF_ERROR(group.reduceScatter(chunks, out)->wait());
   return out;
 }

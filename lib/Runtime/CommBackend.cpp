@@ -2,6 +2,8 @@
 // operations a backend lacks, and the process-global group registry.
 #include "nnsc/Runtime/Comm.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "Backends.h"
@@ -77,11 +79,34 @@ bool overlaps(const at::Tensor &a, const at::Tensor &b) {
     return true;
   if (a.numel() == 0 || b.numel() == 0)
     return false;
-  auto begin = [](const at::Tensor &t) { return static_cast<const char *>(t.data_ptr()); };
+  // As integers: `<` between pointers into different allocations is unspecified.
+  auto begin = [](const at::Tensor &t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); };
   auto end = [&](const at::Tensor &t) {
-    return begin(t) + t.numel() * static_cast<int64_t>(t.element_size());
+    return begin(t) + static_cast<uintptr_t>(t.numel()) * t.element_size();
   };
   return begin(a) < end(b) && begin(b) < end(a);
+}
+
+bool allGatherDirect(const at::Tensor &in, const std::vector<at::Tensor> &outputs, int rank,
+                     at::Tensor &flat) {
+  flat = backToBack(outputs);
+  if (!flat.defined())
+    return false;
+  if (!overlaps(in, flat))
+    return true;
+  const at::Tensor &own = outputs[static_cast<size_t>(rank)];
+  return in.is_contiguous() && in.data_ptr() == own.data_ptr() && in.numel() == own.numel();
+}
+
+bool reduceScatterDirect(const at::Tensor &sent, const std::vector<at::Tensor> &inputs,
+                         const at::Tensor &output, int rank) {
+  if (!output.is_contiguous())
+    return false;
+  if (!overlaps(output, sent))
+    return true;
+  const at::Tensor &own = inputs[static_cast<size_t>(rank)];
+  return sent.data_ptr() == inputs[0].data_ptr() && output.data_ptr() == own.data_ptr() &&
+         output.numel() == own.numel();
 }
 
 std::shared_ptr<Work> Work::finished(Status status) {

@@ -397,8 +397,8 @@ protected:
   // is this rank's output (NCCL allows exactly that overlap).
   WorkPtr doAllGather(const at::Tensor &input, std::vector<at::Tensor> &outputs) override {
     at::Tensor in = input.contiguous();
-    at::Tensor flat = backToBack(outputs);
-    if (flat.defined() && (!overlaps(in, flat) || in.data_ptr() == outputs[rank()].data_ptr()))
+    at::Tensor flat;
+    if (allGatherDirect(in, outputs, rank(), flat))
       return enqueue("allgather", {in, flat}, [&](ncclComm_t c, cudaStream_t s) {
         return ncclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(),
                              *ncclType(in.scalar_type()), c, s);
@@ -423,11 +423,9 @@ protected:
   WorkPtr doReduceScatter(const std::vector<at::Tensor> &inputs, at::Tensor &output,
                           ReduceOp op) override {
     at::Tensor staging = backToBack(inputs);
-    if (!staging.defined())
-      staging = at::stack(inputs);
-    const bool direct = output.is_contiguous() &&
-                        (!overlaps(output, staging) ||
-                         output.data_ptr() == inputs[static_cast<size_t>(rank())].data_ptr());
+    if (!staging.defined()) // dense whatever the inputs' layout (stack may keep channels-last)
+      staging = at::stack(inputs).contiguous();
+    const bool direct = reduceScatterDirect(staging, inputs, output, rank());
     at::Tensor out = direct ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
     std::function<void()> finish;
     if (!direct)

@@ -158,10 +158,13 @@ Status Zero3Params::dropPrefetch() {
   if (pending.empty())
     return Status::ok();
   ++prefetchesDropped_;
+  // Every one waited for (a failure is reported once all have ended: none
+  // still writes into its buffer when this returns).
+  Status first = Status::ok();
   for (const Launch &l : pending)
-    if (Status st = l.work->wait(); !st.isOk())
-      return gatherError(entries_[l.entry], function + " (prefetched)", st);
-  return Status::ok();
+    if (Status st = l.work->wait(); !st.isOk() && first.isOk())
+      first = gatherError(entries_[l.entry], function + " (prefetched)", st);
+  return first;
 }
 
 Status Zero3Params::gather(const std::string &function, Pass pass) {
@@ -207,11 +210,16 @@ Status Zero3Params::gather(const std::string &function, Pass pass) {
         launches.push_back(pre != prefetched.end() ? *pre : prepare(k));
       }
       issue(launches);
+      // Each launch waited for, also past a failed one (none may still write
+      // into a buffer once this returns); the first failure is reported.
+      Status failed = Status::ok();
       for (const Launch &l : launches)
-        if (Status st = install(l, function); !st.isOk()) {
-          undo();
-          return st;
-        }
+        if (Status st = install(l, function); !st.isOk() && failed.isOk())
+          failed = st;
+      if (!failed.isOk()) {
+        undo();
+        return failed;
+      }
       if (!launches.empty())
         ++gathers_;
       if (!prefetched.empty())

@@ -65,6 +65,18 @@ at::Tensor backToBack(const std::vector<at::Tensor> &parts);
 /// Whether the elements of `a` and `b` may share memory: their byte ranges
 /// intersect (true for a tensor that is not contiguous).
 bool overlaps(const at::Tensor &a, const at::Tensor &b);
+/// Whether an all-gather of `in` (contiguous) into `outputs` (equal pieces,
+/// this rank's at `rank`) may write them directly: they lie back to back
+/// (`flat` set to their span) and `in` lies apart from them or is exactly
+/// this rank's piece (the in-place form NCCL allows); else it is staged.
+bool allGatherDirect(const at::Tensor &in, const std::vector<at::Tensor> &outputs, int rank,
+                     at::Tensor &flat);
+/// Whether a reduce-scatter that sends `sent` (the inputs' elements, back to
+/// back: `inputs` themselves or a copy) may write `output` directly: it is
+/// contiguous and lies apart from `sent` or is exactly this rank's input
+/// (NCCL's in-place form); else it is staged.
+bool reduceScatterDirect(const at::Tensor &sent, const std::vector<at::Tensor> &inputs,
+                         const at::Tensor &output, int rank);
 
 /// Which ranks a backend connects and how this process sits among them.
 struct GroupInfo {

@@ -237,6 +237,31 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   CHECK(cost::stepTime(prefetched, gathering, three)->paramGather ==
         Catch::Approx(2 * g0 + 2 * g1));
   CHECK(cost::stepTime(grouped, gathering, three)->paramGather == Catch::Approx(2 * g0 + 2 * g1));
+  // In ZeRO blocks (zero_ngroups) the values are sharded, and gathered,
+  // over the copies of a block: 4 holders in blocks of 2 ranks gather over
+  // 2 (the 2-rank curve), not over 4; a block of one rank gathers nothing.
+  REQUIRE(gathering.comm
+              ->add({cost::Collective::AllGather,
+                     4,
+                     cost::Placement::Intra,
+                     {{1, 7e-3}, {1e9, 7e-3 + 1}}})
+              .isOk());
+  REQUIRE(gathering.comm
+              ->add({cost::Collective::AllReduce,
+                     4,
+                     cost::Placement::Intra,
+                     {{1, 3e-3}, {1e9, 3e-3 + 1}}})
+              .isOk());
+  cost::StepInput wide = grouped;
+  for (cost::GradShard &gs : wide.grads)
+    gs.ranks = {0, 1, 2, 3};
+  const double w0 = 7e-3 + 4000 / 1e9, w1 = 7e-3 + 2000 / 1e9;
+  CHECK(cost::stepTime(wide, gathering, three)->paramGather == Catch::Approx(2 * w0 + 2 * w1));
+  three.zeroBlockRanks = 2;
+  CHECK(cost::stepTime(wide, gathering, three)->paramGather == Catch::Approx(2 * g0 + 2 * g1));
+  three.zeroBlockRanks = 1;
+  CHECK(cost::stepTime(wide, gathering, three)->paramGather == 0);
+  three.zeroBlockRanks = 0;
   three.memory.zero = 2;
   CHECK(cost::stepTime(grouped, gathering, three)->paramGather == 0);
   // A gradient ready early (its reader is the last part) overlaps the rest.

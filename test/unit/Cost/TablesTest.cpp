@@ -114,7 +114,7 @@ TEST_CASE("a device spec's batched products: parsed, interpolated, named in erro
 }
 
 TEST_CASE("the shipped device specs and comm tables load", "[cost]") {
-  for (const char *name : {"h100-sxm", "a100-80gb", "mi250x", "mi300x"}) {
+  for (const char *name : {"h100-sxm", "h200-sxm", "a100-80gb", "mi250x", "mi300x"}) {
     auto cluster =
         cost::loadCluster(std::string(NNSC_SOURCE_DIR) + "/configs/clusters/" + name + ".yaml");
     INFO(name << ": " << cluster.status().message());

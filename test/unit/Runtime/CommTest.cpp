@@ -100,6 +100,15 @@ TEST_CASE("a flat's split is one buffer to a collective; other parts are not") {
   CHECK_FALSE(backToBack(swapped).defined());
   std::vector<at::Tensor> apart{at::zeros({4}), at::zeros({4})};
   CHECK_FALSE(backToBack(apart).defined());
+  // Adjacent memory in two storages is refused too (not merely a gap).
+  std::vector<float> buffer(8);
+  std::vector<at::Tensor> adjacent{at::from_blob(buffer.data(), {4}),
+                                   at::from_blob(buffer.data() + 4, {4})};
+  REQUIRE(static_cast<char *>(adjacent[1].data_ptr()) ==
+          static_cast<char *>(adjacent[0].data_ptr()) + 16);
+  CHECK_FALSE(backToBack(adjacent).defined());
+  std::vector<at::Tensor> withEmpty{flat.narrow(0, 0, 0), parts[0]};
+  CHECK_FALSE(backToBack(withEmpty).defined());
   at::Tensor grid = at::zeros({4, 4});
   std::vector<at::Tensor> columns = grid.split(2, 1); // not contiguous
   CHECK_FALSE(backToBack(columns).defined());
@@ -112,6 +121,37 @@ TEST_CASE("a flat's split is one buffer to a collective; other parts are not") {
   CHECK(overlaps(flat.narrow(0, 3, 2), parts[1]));
   CHECK_FALSE(overlaps(flat, at::zeros({12})));
   CHECK(overlaps(columns[0], at::zeros({1}))); // not contiguous: assumed to
+}
+
+// Which collectives write the caller's memory directly (no staging buffer):
+// NCCL's all-gather and reduce-scatter take these decisions.
+TEST_CASE("a collective writes back-to-back pieces directly only where NCCL allows the overlap") {
+  at::Tensor flat = at::arange(12, at::kFloat);
+  std::vector<at::Tensor> parts = flat.split(4); // 3 ranks' pieces; this is rank 1
+  at::Tensor span;
+  // All-gather: apart from the outputs, or in place as this rank's piece.
+  CHECK(allGatherDirect(at::zeros({4}), parts, 1, span));
+  CHECK(span.data_ptr() == flat.data_ptr());
+  CHECK(span.numel() == 12);
+  CHECK(allGatherDirect(parts[1], parts, 1, span));
+  CHECK_FALSE(allGatherDirect(parts[0], parts, 1, span));             // another rank's piece
+  CHECK_FALSE(allGatherDirect(flat.narrow(0, 2, 4), parts, 1, span)); // straddles two
+  std::vector<at::Tensor> apart{at::zeros({4}), at::zeros({4}), at::zeros({4})};
+  CHECK_FALSE(allGatherDirect(at::zeros({4}), apart, 1, span));
+  CHECK_FALSE(span.defined());
+  // Reduce-scatter of the pieces as they lie: into memory apart from them,
+  // or in place into this rank's input.
+  at::Tensor sent = backToBack(parts);
+  CHECK(reduceScatterDirect(sent, parts, at::zeros({4}), 1));
+  CHECK(reduceScatterDirect(sent, parts, parts[1], 1));
+  CHECK_FALSE(reduceScatterDirect(sent, parts, parts[0], 1));
+  CHECK_FALSE(reduceScatterDirect(sent, parts, flat.narrow(0, 2, 4), 1));
+  at::Tensor grid = at::zeros({4, 4});
+  CHECK_FALSE(reduceScatterDirect(sent, parts, grid.select(1, 0), 1)); // not contiguous
+  // Inputs copied into a stack first: any contiguous output is apart from it.
+  at::Tensor stacked = at::stack(apart).contiguous();
+  CHECK(reduceScatterDirect(stacked, apart, apart[1], 1));
+  CHECK(reduceScatterDirect(stacked, apart, apart[0], 1));
 }
 
 TEST_CASE("an unknown backend name lists the known ones") {

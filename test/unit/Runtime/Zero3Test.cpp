@@ -3,7 +3,8 @@
 // whole again from the optimizer's ranges (nested gathers counted), a step's
 // update reaching the next gather, the values for a checkpoint, a resume's
 // values handed back, the next unit's all-gathers prefetched, and backward's
-// first unit kept whole from its forward.
+// first unit kept whole from its forward; and (one process, a fake peer) a
+// failed prefetch reported where it is waited for.
 #include "CommTestUtil.h" // first: see there
 
 #include <c10/core/StorageImpl.h>
@@ -241,4 +242,85 @@ TEST_CASE("ZeRO-3 gathers a unit's parameters from the shards and releases them"
     INFO(result.log);
     CHECK(result.status == 0);
   }
+}
+
+namespace {
+
+// A group of 2 in which this process is rank 0 and its peer sends the same
+// range as this rank's, but never answers the `failAt`-th all-gather (0: none
+// fails).
+class FailingGather : public CommBackend {
+public:
+  FailingGather() : CommBackend(GroupInfo{1, {0, 1}, 0, kDefaultCommTimeout}) {}
+  std::string name() const override { return "fake"; }
+  int calls = 0, failAt = 0;
+
+protected:
+  WorkPtr doAllGather(const at::Tensor &input, std::vector<at::Tensor> &outputs) override {
+    if (++calls == failAt)
+      return Work::finished(Status::error("peer 1 is gone"));
+    for (at::Tensor &o : outputs)
+      o.copy_(input);
+    return Work::finished(Status::ok());
+  }
+};
+
+} // namespace
+
+// A prefetch whose all-gather fails: the gather that takes it reports the
+// error, naming the unit, and installs nothing (the next gather starts
+// over); one that a gather of another unit or drain() drops reports it as
+// prefetched.
+TEST_CASE("ZeRO-3 reports a failed prefetch where it is waited for", "[runtime][zero3]") {
+  auto peer = std::make_shared<FailingGather>();
+  std::vector<at::Tensor> ps{at::ones({4}).requires_grad_(true),
+                             at::full({4}, 2.0).requires_grad_(true)};
+  std::vector<std::string> names{"a", "b"};
+  Reducer reducer(peer, ps, names, 1 << 20, /*average=*/true, std::chrono::milliseconds(1000), 0,
+                  /*scatter=*/true, /*shardGrads=*/true, nullptr, {0, 1});
+  REQUIRE(reducer.numBuckets() == 2);
+  OptimizerConfig sgd;
+  sgd.name = "sgd";
+  ZeroOptimizer zero(sgd, reducer, {{"a", ps[0], true}, {"b", ps[1], true}});
+  Zero3Params params;
+  params.add(reducer, zero, {"f0", "f1"});
+  params.releaseAll();
+  using P = Zero3Params::Pass;
+  // Learn the order: forward f0 then f1.
+  params.beginForward();
+  for (const char *f : {"f0", "f1"}) {
+    NNSC_REQUIRE_OK(params.gather(f, P::Forward));
+    params.release(f);
+  }
+  // f0's gather launches f1's all-gather ahead; it fails.
+  params.beginForward();
+  peer->failAt = peer->calls + 2;
+  NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
+  CHECK(peer->calls == peer->failAt);
+  params.release("f0");
+  Status st = params.gather("f1", P::Forward);
+  REQUIRE_FALSE(st.isOk());
+  CHECK_THAT(st.message(),
+             Catch::Matchers::ContainsSubstring("ZeRO-3 parameter all-gather for f1 on"));
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("first tensor 'b'"));
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("peer 1 is gone"));
+  CHECK(bytesHeld(ps[1]) == 0);
+  CHECK(params.prefetchesUsed() == 0);
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward)); // all-gathered anew
+  CHECK(at::equal(ps[1], at::full({4}, 2.0)));
+  params.release("f1");
+  CHECK(bytesHeld(ps[1]) == 0);
+  // Dropped by drain(): reported as prefetched, and nothing stays in flight.
+  params.beginForward();
+  peer->failAt = peer->calls + 2;
+  NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
+  params.release("f0");
+  st = params.drain();
+  REQUIRE_FALSE(st.isOk());
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("for f1 (prefetched)"));
+  CHECK(params.prefetchesDropped() == 1);
+  NNSC_REQUIRE_OK(params.drain());
+  NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
+  CHECK(at::equal(ps[1], at::full({4}, 2.0)));
+  params.release("f1");
 }
