@@ -176,10 +176,13 @@ shakespeare() {
 # at most 8 files of 16 MiB there).
 collect() {
   [ -n "${OUT:-}" ] || { echo "gpu_session.sh: collect: OUT is not set"; exit 1; }
-  local tarball=$OUT/gpu_session-$(date +%H%M%S).tar.gz
-  find "$W" out/bench/gpu_vs_eager* out/bench/shakespeare_char* -type f -size -8M \
-    \( -name '*.log' -o -name '*.txt' -o -name '*.yaml' -o -name '*.jsonl' -o -name '*.json' \) \
-    2> /dev/null | tar czf "$tarball" -T -
+  local tarball=$OUT/gpu_session-$(date +%H%M%S).tar.gz dirs=("$W") d
+  for d in out/bench/gpu_vs_eager* out/bench/shakespeare_char*; do
+    [ -d "$d" ] && dirs+=("$d")
+  done
+  find "${dirs[@]}" -type f -size -8M \
+    \( -name '*.log' -o -name '*.txt' -o -name '*.yaml' -o -name '*.jsonl' -o -name '*.json' \) |
+    tar czf "$tarball" -T -
   ls -l "$tarball"
 }
 
