@@ -15,7 +15,7 @@
 # With any LibTorch but Debian's, Debian's libtorch-dev, python3-torch and libgloo-dev are not
 # installed, and packages that cannot be installed (a machine without network or apt) are
 # named and the build goes on with what is there; without LLVM's lit and FileCheck (which
-# the golden tests need) the tests are not built, the tools are. The system's protobuf, fmt and spdlog headers take
+# the golden tests need) or Catch2 (the unit tests) the tests are not built, the tools are. The system's protobuf, fmt and spdlog headers take
 # precedence over the copies a wheel carries (cmake/NnscSystemFirst.cmake).
 #   NNSC_OFFLINE=1       do not run apt-get (a machine without network): name the missing
 #                        packages and build with what is there (not with Debian's LibTorch)
@@ -94,10 +94,17 @@ CMAKE_ARGS=(-S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
 [ -n "${NNSC_CXX_STANDARD:-}" ] && CMAKE_ARGS+=(-DNNSC_CXX_STANDARD="$NNSC_CXX_STANDARD")
 if [ "$TORCH" != debian ]; then
   CMAKE_ARGS+=(-DCMAKE_PREFIX_PATH="$TORCH")
-  # Without LLVM's tools the golden tests cannot run: build the rest.
+  # Without LLVM's tools the golden tests cannot run, without Catch2 (v2 or v3 headers)
+  # the unit tests cannot build: build the rest.
   tools=""
   for f in /usr/lib/llvm-*/bin/FileCheck; do [ -x "$f" ] && tools=$f; done
-  [ -n "$tools" ] || command -v FileCheck >/dev/null || CMAKE_ARGS+=(-DNNSC_BUILD_TESTS=OFF)
+  [ -n "$tools" ] || ! command -v FileCheck >/dev/null || tools=FileCheck
+  catch2=""
+  for f in /usr/include/catch2/catch.hpp /usr/include/catch2/catch_all.hpp \
+           /usr/local/include/catch2/catch.hpp /usr/local/include/catch2/catch_all.hpp; do
+    [ -e "$f" ] && catch2=$f
+  done
+  [ -n "$tools" ] && [ -n "$catch2" ] || CMAKE_ARGS+=(-DNNSC_BUILD_TESTS=OFF)
 fi
 
 if [ "${NNSC_SETUP_PRINT:-0}" = 1 ]; then
