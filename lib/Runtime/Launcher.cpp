@@ -33,6 +33,12 @@ volatile sig_atomic_t gStopSignal = 0;
 
 void onStopSignal(int sig) { gStopSignal = sig; }
 
+// SIGUSR1 and SIGUSR2 pass on to the workers (checkpoint.on_signal: they
+// stop with a checkpoint), which the launcher then supervises to their end.
+volatile sig_atomic_t gForwardSignal = 0;
+
+void onForwardSignal(int sig) { gForwardSignal = sig; }
+
 void writeAllFd(int fd, const std::string &s) {
   size_t done = 0;
   while (done < s.size()) {
@@ -90,6 +96,12 @@ public:
       }
     while (anyRunning() || anyOpenStream()) {
       pump(anyRunning() ? 100 : 10);
+      if (int sig = gForwardSignal; sig && !stopping_) {
+        gForwardSignal = 0;
+        fmt::print(stderr, "{}: {} forwarded to the workers\n", opts_.name,
+                   sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+        killAll(sig);
+      }
       if (gStopSignal && !stopping_) {
         fmt::print(stderr, "{}: error: received signal {}; stopping workers\n", opts_.name,
                    int(gStopSignal));
@@ -361,6 +373,9 @@ int runLocalWorkers(const LaunchOptions &options) {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  sa.sa_handler = onForwardSignal;
+  ::sigaction(SIGUSR1, &sa, nullptr);
+  ::sigaction(SIGUSR2, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   return Supervisor(options).run();
 }

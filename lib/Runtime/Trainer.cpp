@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "EarlyStop.h"
 #include "MemoryReport.h"
 #include "PipelineRunner.h"
 #include "TrainerImpl.h"
@@ -274,7 +275,10 @@ bool due(int64_t done, int64_t every, int64_t last) {
 
 class Loop {
 public:
-  Loop(TrainerState &s, std::ostream &out) : s_(s), out_(out) {}
+  /// `jobStart`: when this process began (train.time_limit_minutes counts
+  /// from it: setup and a resume take the job's time too).
+  Loop(TrainerState &s, std::ostream &out, Clock::time_point jobStart)
+      : s_(s), out_(out), jobStart_(jobStart) {}
 
   Status run() {
     const auto &t = s_.config.train;
@@ -284,6 +288,7 @@ public:
     lastStep_ = s_.startStep;
     StepProfiler profiler(s_.config.profile, s_.env.rank,
                           s_.device.is_cuda() ? int(s_.device.index()) : -1);
+    EarlyStop early(s_.config.checkpoint.onSignal, t.timeLimitMinutes);
     for (int64_t step = s_.startStep; step < t.steps; ++step) {
       StepRecord r;
       r.step = step + 1;
@@ -300,12 +305,27 @@ public:
       if (!values)
         return values.status();
       profiler.afterStep(r.step); // validation and checkpoints stay out
-      NNSC_RETURN_IF_ERROR(afterStep(r, *values));
+      std::string stop;           // why every rank stops after this step ("" none)
+      if (early.enabled() && r.step < t.steps) {
+        auto why = early.agree(s_.comm->world(), s_.device, seconds(jobStart_, Clock::now()));
+        if (!why)
+          return why.status();
+        stop = *why;
+      }
+      NNSC_RETURN_IF_ERROR(afterStep(r, *values, !stop.empty()));
       auto wrote = profiler.write(s_.isLogger() ? &out_ : nullptr);
       if (!wrote)
         return wrote.status();
       if (*wrote && pending_.empty())
         last_ = read_ = Clock::now(); // writing the profile is no step's time
+      if (!stop.empty()) {
+        if (s_.isLogger())
+          out_ << fmt::format("nnsc-run: stopped after step {} of {} {}; its checkpoint is "
+                              "saved: the same command resumes from it",
+                              r.step, t.steps, stop)
+               << std::endl;
+        return Status::ok();
+      }
     }
     return Status::ok();
   }
@@ -315,7 +335,9 @@ private:
   // and written to the metrics at a step that prints a line, validates,
   // saves a checkpoint (the metrics file then holds every step the
   // checkpoint has) or ends the run.
-  Status afterStep(StepRecord &r, StepValues values) {
+  // `stop`: every rank stops after this step, which is then read, logged and
+  // checkpointed.
+  Status afterStep(StepRecord &r, StepValues values, bool stop) {
     const TrainLoopConfig &t = s_.config.train;
     auto now = Clock::now();
     r.stepSeconds = seconds(stepStart_, now);
@@ -328,8 +350,8 @@ private:
     r.elapsedSeconds = seconds(start_, now);
     pending_.push_back({r, std::move(values)});
     const bool validation = s_.valData && t.valEvery > 0 && due(r.step, t.valEvery, r.steps);
-    const bool checkpoint = due(r.step, s_.config.checkpoint.every, r.steps);
-    if (!validation && !checkpoint && !logged(r.step))
+    const bool checkpoint = due(r.step, s_.config.checkpoint.every, r.steps) || stop;
+    if (!validation && !checkpoint && !logged(r.step) && !stop)
       return Status::ok();
     NNSC_RETURN_IF_ERROR(readPending());
     auto readAt = Clock::now(); // on cuda the steps' kernels are done only now
@@ -411,6 +433,7 @@ private:
 
   TrainerState &s_;
   std::ostream &out_;
+  Clock::time_point jobStart_;
   std::ofstream metrics_;
   std::vector<PendingStep> pending_;
   // start_: the loop's; last_: the last progress line's; read_: the end of
@@ -521,6 +544,7 @@ Status reportOptimizerBytes(TrainerState &s, std::ostream &out) {
 }
 
 Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
+  const Clock::time_point jobStart = Clock::now();
   startMemoryMeasurement(config, config.device == "cuda" ? localCudaDevice(env) : 0);
   auto state = setupTrainer(config, env);
   if (!state)
@@ -529,7 +553,7 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
   NNSC_RETURN_IF_ERROR(resumeTrainer(s));
   if (s.isLogger())
     printBanner(s, out);
-  Status st = Loop(s, out).run();
+  Status st = Loop(s, out, jobStart).run();
   if (st.isOk() && s.startStep < s.config.train.steps)
     st = reportOptimizerBytes(s, out);
   if (st.isOk() && s.startStep < s.config.train.steps)

@@ -346,6 +346,8 @@ std::string configHash(const TrainerConfig &c) {
                                                  "checkpoint.every",
                                                  "checkpoint.keep_last",
                                                  "checkpoint.resume",
+                                                 "checkpoint.on_signal",
+                                                 "train.time_limit_minutes",
                                                  "metrics",
                                                  "data.val",
                                                  "profile.start_step",

@@ -109,6 +109,9 @@ std::vector<KeySpec> buildKeys() {
       "train.val_every", "0", 0, [](C & c) -> auto & { return c.train.valEvery; }));
   k.push_back(intKey(
       "train.val_batches", "20", 1, [](C & c) -> auto & { return c.train.valBatches; }, kMaxCount));
+  k.push_back(floatKey(
+      "train.time_limit_minutes", "0", 0,
+      [](C & c) -> auto & { return c.train.timeLimitMinutes; }));
   k.push_back(choiceKey(
       "optimizer.name", "adamw", {"adamw", "adam", "sgd"},
       [](C & c) -> auto & { return c.optimizer.name; }));
@@ -150,6 +153,9 @@ std::vector<KeySpec> buildKeys() {
       "checkpoint.keep_last", "3", 0, [](C & c) -> auto & { return c.checkpoint.keepLast; }));
   k.push_back(stringKey(
       "checkpoint.resume", "auto", [](C & c) -> auto & { return c.checkpoint.resume; }));
+  k.push_back(choiceKey(
+      "checkpoint.on_signal", "none", {"none", "SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2"},
+      [](C & c) -> auto & { return c.checkpoint.onSignal; }));
   k.push_back(choiceKey(
       "data_parallel.buffers", "broadcast", {"broadcast", "average"},
       [](C & c) -> auto & { return c.dataParallel.buffers; }));

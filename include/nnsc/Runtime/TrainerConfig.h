@@ -34,6 +34,9 @@ struct TrainLoopConfig {
   int64_t logEvery = 10;
   int64_t valEvery = 0; ///< 0 = no validation
   int64_t valBatches = 20;
+  /// Stop with a checkpoint once rank 0 has spent this long since the job
+  /// began (0 = no limit), as Megatron's --exit-duration-in-mins.
+  double timeLimitMinutes = 0;
 };
 
 struct OptimizerConfig {
@@ -65,6 +68,10 @@ struct CheckpointConfig {
   int64_t every = 0;           ///< 0 = only at the end
   int64_t keepLast = 3;        ///< 0 = keep all
   std::string resume = "auto"; ///< auto | never | a checkpoint directory
+  /// none | SIGTERM | SIGINT | SIGUSR1 | SIGUSR2: on this signal (to any
+  /// rank) every rank ends the step it is in, saves a checkpoint and exits,
+  /// as Megatron's --exit-signal-handler.
+  std::string onSignal = "none";
 };
 
 struct DataParallelConfig {

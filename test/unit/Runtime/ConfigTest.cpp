@@ -175,10 +175,16 @@ TEST_CASE("config: global batch size must equal micro x dp x accumulation", "[ru
 }
 
 TEST_CASE("config: hash ignores bookkeeping keys", "[runtime][config]") {
-  auto a = parse(kBase), b = parse(kBase, {"--train.steps=99", "--checkpoint.every=5"}),
+  // A run stopped early resumes under another limit or signal, or none.
+  auto a = parse(kBase),
+       b = parse(kBase, {"--train.steps=99", "--checkpoint.every=5",
+                         "--train.time_limit_minutes=30", "--checkpoint.on_signal=SIGUSR1"}),
        c = parse(kBase, {"--optimizer.lr=1e-2"});
   REQUIRE((a.isOk() && b.isOk() && c.isOk()));
   CHECK(configHash(*a) == configHash(*b));
+  CHECK(b->train.timeLimitMinutes == 30);
+  CHECK(b->checkpoint.onSignal == "SIGUSR1");
+  CHECK(a->checkpoint.onSignal == "none");
   CHECK(configHash(*a) != configHash(*c));
   CHECK_THAT(describeConfig(*a),
              Catch::Matchers::ContainsSubstring("optimizer.betas: [0.9, 0.95]\n"));

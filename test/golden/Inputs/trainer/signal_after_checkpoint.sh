@@ -1,0 +1,23 @@
+#!/bin/sh
+# signal_after_checkpoint.sh LOG RUN_DIR STEP SIG WHO CMD...: runs CMD (an nnsc-run
+# launcher) in the background, waits until RUN_DIR holds a complete checkpoint
+# step-STEP, sends SIG (USR1, TERM, ...) to WHO (launcher: the launcher; worker:
+# its last worker alone) and prints the launcher's exit status once it has
+# exited (never waits more than 120 s).
+log=$1 run=$2 step=$3 sig=$4 who=$5; shift 5
+"$@" > "$log" 2>&1 &
+launcher=$!
+i=0
+while [ ! -e "$run/checkpoints/step-$step/COMPLETE" ]; do
+  i=$((i + 1)); [ $i -gt 1200 ] && { echo "no checkpoint"; kill $launcher; exit 1; }
+  sleep 0.1
+done
+if [ "$who" = launcher ]; then target=$launcher; else target=$(pgrep -P $launcher | tail -n 1); fi
+kill -s "$sig" "$target"
+i=0
+while kill -0 $launcher 2>/dev/null; do
+  i=$((i + 1)); [ $i -gt 1200 ] && { echo "launcher still alive after 120 s"; kill -9 $launcher; exit 1; }
+  sleep 0.1
+done
+wait $launcher
+echo "launcher exit status $?"
