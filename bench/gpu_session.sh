@@ -172,7 +172,7 @@ shakespeare() {
   matched
 }
 # The stages' small outputs (logs, summaries, configs, metrics; no weights, checkpoints or
-# traces over 8 MiB) in one archive under $OUT, which the device tool brings back (it takes
+# traces of 8 MiB or more) in one archive under $OUT, which the device tool brings back (it takes
 # at most 8 files of 16 MiB there).
 collect() {
   [ -n "${OUT:-}" ] || { echo "gpu_session.sh: collect: OUT is not set"; exit 1; }
@@ -180,7 +180,7 @@ collect() {
   for d in out/bench/gpu_vs_eager* out/bench/shakespeare_char*; do
     [ -d "$d" ] && dirs+=("$d")
   done
-  find "${dirs[@]}" -type f -size -8M \
+  find "${dirs[@]}" -type f -size -8192k \
     \( -name '*.log' -o -name '*.txt' -o -name '*.yaml' -o -name '*.jsonl' -o -name '*.json' \) |
     tar czf "$tarball" -T -
   ls -l "$tarball"

@@ -2,6 +2,8 @@
 // agreement over the ranks at the end of a step.
 #include "EarlyStop.h"
 
+#include <atomic>
+
 #include <ATen/ATen.h>
 
 #include <fmt/format.h>
@@ -11,7 +13,11 @@ namespace nnsc::rt {
 
 namespace {
 
-volatile sig_atomic_t gEarlyStopSeen = 0;
+// Set by the handler on whichever thread the signal lands, read by the
+// training thread: a lock-free atomic is both async-signal-safe and visible
+// across threads.
+std::atomic<int> gEarlyStopSeen{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 void onEarlyStopSignal(int) { gEarlyStopSeen = 1; }
 

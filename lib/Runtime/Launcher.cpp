@@ -1,6 +1,7 @@
 #include "nnsc/Runtime/Launcher.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -35,7 +36,8 @@ void onStopSignal(int sig) { gStopSignal = sig; }
 
 // SIGUSR1 and SIGUSR2 pass on to the workers (checkpoint.on_signal: they
 // stop with a checkpoint), which the launcher then supervises to their end.
-volatile sig_atomic_t gForwardSignal = 0;
+std::atomic<int> gForwardSignal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 void onForwardSignal(int sig) { gForwardSignal = sig; }
 
@@ -96,8 +98,7 @@ public:
       }
     while (anyRunning() || anyOpenStream()) {
       pump(anyRunning() ? 100 : 10);
-      if (int sig = gForwardSignal; sig && !stopping_) {
-        gForwardSignal = 0;
+      if (int sig = stopping_ ? 0 : gForwardSignal.exchange(0)) {
         fmt::print(stderr, "{}: {} forwarded to the workers\n", opts_.name,
                    sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
         killAll(sig);

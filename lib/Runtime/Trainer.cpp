@@ -275,10 +275,11 @@ bool due(int64_t done, int64_t every, int64_t last) {
 
 class Loop {
 public:
-  /// `jobStart`: when this process began (train.time_limit_minutes counts
-  /// from it: setup and a resume take the job's time too).
-  Loop(TrainerState &s, std::ostream &out, Clock::time_point jobStart)
-      : s_(s), out_(out), jobStart_(jobStart) {}
+  /// `jobStart`: when the trainer began (train.time_limit_minutes counts
+  /// from it: setup and a resume take the job's time too); `early`: its
+  /// stop request, caught since then.
+  Loop(TrainerState &s, std::ostream &out, Clock::time_point jobStart, const EarlyStop &early)
+      : s_(s), out_(out), jobStart_(jobStart), early_(early) {}
 
   Status run() {
     const auto &t = s_.config.train;
@@ -288,7 +289,6 @@ public:
     lastStep_ = s_.startStep;
     StepProfiler profiler(s_.config.profile, s_.env.rank,
                           s_.device.is_cuda() ? int(s_.device.index()) : -1);
-    EarlyStop early(s_.config.checkpoint.onSignal, t.timeLimitMinutes);
     for (int64_t step = s_.startStep; step < t.steps; ++step) {
       StepRecord r;
       r.step = step + 1;
@@ -306,8 +306,8 @@ public:
         return values.status();
       profiler.afterStep(r.step); // validation and checkpoints stay out
       std::string stop;           // why every rank stops after this step ("" none)
-      if (early.enabled() && r.step < t.steps) {
-        auto why = early.agree(s_.comm->world(), s_.device, seconds(jobStart_, Clock::now()));
+      if (early_.enabled() && r.step < t.steps) {
+        auto why = early_.agree(s_.comm->world(), s_.device, seconds(jobStart_, Clock::now()));
         if (!why)
           return why.status();
         stop = *why;
@@ -434,6 +434,7 @@ private:
   TrainerState &s_;
   std::ostream &out_;
   Clock::time_point jobStart_;
+  const EarlyStop &early_;
   std::ofstream metrics_;
   std::vector<PendingStep> pending_;
   // start_: the loop's; last_: the last progress line's; read_: the end of
@@ -545,6 +546,9 @@ Status reportOptimizerBytes(TrainerState &s, std::ostream &out) {
 
 Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, std::ostream &out) {
   const Clock::time_point jobStart = Clock::now();
+  // Caught from here to the end (setup, the loop, the reports and the last
+  // barrier): a signal before the first step stops after it.
+  EarlyStop early(config.checkpoint.onSignal, config.train.timeLimitMinutes);
   startMemoryMeasurement(config, config.device == "cuda" ? localCudaDevice(env) : 0);
   auto state = setupTrainer(config, env);
   if (!state)
@@ -553,7 +557,7 @@ Status runTrainerUnchecked(const TrainerConfig &config, const LaunchEnv &env, st
   NNSC_RETURN_IF_ERROR(resumeTrainer(s));
   if (s.isLogger())
     printBanner(s, out);
-  Status st = Loop(s, out, jobStart).run();
+  Status st = Loop(s, out, jobStart, early).run();
   if (st.isOk() && s.startStep < s.config.train.steps)
     st = reportOptimizerBytes(s, out);
   if (st.isOk() && s.startStep < s.config.train.steps)

@@ -246,42 +246,59 @@ TEST_CASE("ZeRO-3 gathers a unit's parameters from the shards and releases them"
 
 namespace {
 
+// Work that finishes with `status` and counts its waits.
+class CountedWork : public Work {
+public:
+  CountedWork(Status status, int &waits)
+      : Work(std::chrono::milliseconds(0)), status_(std::move(status)), waits_(waits) {}
+  Status wait(std::chrono::milliseconds) override {
+    ++waits_;
+    return status_;
+  }
+
+private:
+  Status status_;
+  int &waits_;
+};
+
 // A group of 2 in which this process is rank 0 and its peer sends the same
 // range as this rank's, but never answers the `failAt`-th all-gather (0: none
-// fails).
+// fails). Counts the all-gathers issued and the waits on them.
 class FailingGather : public CommBackend {
 public:
   FailingGather() : CommBackend(GroupInfo{1, {0, 1}, 0, kDefaultCommTimeout}) {}
   std::string name() const override { return "fake"; }
-  int calls = 0, failAt = 0;
+  int calls = 0, failAt = 0, waits = 0;
 
 protected:
   WorkPtr doAllGather(const at::Tensor &input, std::vector<at::Tensor> &outputs) override {
     if (++calls == failAt)
-      return Work::finished(Status::error("peer 1 is gone"));
+      return std::make_shared<CountedWork>(Status::error("peer 1 is gone"), waits);
     for (at::Tensor &o : outputs)
       o.copy_(input);
-    return Work::finished(Status::ok());
+    return std::make_shared<CountedWork>(Status::ok(), waits);
   }
 };
 
 } // namespace
 
-// A prefetch whose all-gather fails: the gather that takes it reports the
-// error, naming the unit, and installs nothing (the next gather starts
-// over); one that a gather of another unit or drain() drops reports it as
-// prefetched.
+// A prefetch whose first all-gather fails (of a unit of two buckets): the
+// gather that takes it reports the error, naming the unit, after waiting for
+// the other one too, and installs nothing (the next gather starts over); one
+// that drain() drops reports it as prefetched, every all-gather waited for.
 TEST_CASE("ZeRO-3 reports a failed prefetch where it is waited for", "[runtime][zero3]") {
   auto peer = std::make_shared<FailingGather>();
   std::vector<at::Tensor> ps{at::ones({4}).requires_grad_(true),
-                             at::full({4}, 2.0).requires_grad_(true)};
-  std::vector<std::string> names{"a", "b"};
-  Reducer reducer(peer, ps, names, 1 << 20, /*average=*/true, std::chrono::milliseconds(1000), 0,
-                  /*scatter=*/true, /*shardGrads=*/true, nullptr, {0, 1});
-  REQUIRE(reducer.numBuckets() == 2);
+                             at::full({4}, 2.0).requires_grad_(true),
+                             at::full({4}, 3.0).requires_grad_(true)};
+  std::vector<std::string> names{"a", "b", "c"};
+  // 16-byte buckets: one tensor each, [c], [b], [a]; b and c are f1's.
+  Reducer reducer(peer, ps, names, 16, /*average=*/true, std::chrono::milliseconds(1000), 0,
+                  /*scatter=*/true, /*shardGrads=*/true, nullptr, {0, 1, 1});
+  REQUIRE(reducer.numBuckets() == 3);
   OptimizerConfig sgd;
   sgd.name = "sgd";
-  ZeroOptimizer zero(sgd, reducer, {{"a", ps[0], true}, {"b", ps[1], true}});
+  ZeroOptimizer zero(sgd, reducer, {{"a", ps[0], true}, {"b", ps[1], true}, {"c", ps[2], true}});
   Zero3Params params;
   params.add(reducer, zero, {"f0", "f1"});
   params.releaseAll();
@@ -292,25 +309,28 @@ TEST_CASE("ZeRO-3 reports a failed prefetch where it is waited for", "[runtime][
     NNSC_REQUIRE_OK(params.gather(f, P::Forward));
     params.release(f);
   }
-  // f0's gather launches f1's all-gather ahead; it fails.
+  // f0's gather launches f1's two all-gathers ahead; the first fails.
   params.beginForward();
   peer->failAt = peer->calls + 2;
   NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
-  CHECK(peer->calls == peer->failAt);
+  CHECK(peer->calls == peer->failAt + 1);
   params.release("f0");
   Status st = params.gather("f1", P::Forward);
   REQUIRE_FALSE(st.isOk());
   CHECK_THAT(st.message(),
              Catch::Matchers::ContainsSubstring("ZeRO-3 parameter all-gather for f1 on"));
-  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("first tensor 'b'"));
+  CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("first tensor 'c'"));
   CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("peer 1 is gone"));
+  CHECK(peer->waits == peer->calls); // the one after the failure too
   CHECK(bytesHeld(ps[1]) == 0);
+  CHECK(bytesHeld(ps[2]) == 0);
   CHECK(params.prefetchesUsed() == 0);
   NNSC_REQUIRE_OK(params.gather("f1", P::Forward)); // all-gathered anew
   CHECK(at::equal(ps[1], at::full({4}, 2.0)));
+  CHECK(at::equal(ps[2], at::full({4}, 3.0)));
   params.release("f1");
   CHECK(bytesHeld(ps[1]) == 0);
-  // Dropped by drain(): reported as prefetched, and nothing stays in flight.
+  // Dropped by drain(): reported as prefetched, every all-gather waited for.
   params.beginForward();
   peer->failAt = peer->calls + 2;
   NNSC_REQUIRE_OK(params.gather("f0", P::Forward));
@@ -318,9 +338,10 @@ TEST_CASE("ZeRO-3 reports a failed prefetch where it is waited for", "[runtime][
   st = params.drain();
   REQUIRE_FALSE(st.isOk());
   CHECK_THAT(st.message(), Catch::Matchers::ContainsSubstring("for f1 (prefetched)"));
+  CHECK(peer->waits == peer->calls);
   CHECK(params.prefetchesDropped() == 1);
   NNSC_REQUIRE_OK(params.drain());
   NNSC_REQUIRE_OK(params.gather("f1", P::Forward));
-  CHECK(at::equal(ps[1], at::full({4}, 2.0)));
+  CHECK(at::equal(ps[2], at::full({4}, 3.0)));
   params.release("f1");
 }
