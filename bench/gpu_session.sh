@@ -34,8 +34,9 @@
 # `DEBS=.gpu/debs TEXT=.gpu/tinyshakespeare.txt bench/gpu_session.sh build smoke goal collect`
 # (about 350 s), then at once (a machine stays warm 30 s; a fresh one starts bare and
 # rebuilds) call 2 `TEXT=.gpu/tinyshakespeare.txt bench/gpu_session.sh throughput profile
-# matched collect` (about 410 s; build/ stays on the warm machine), each with `carry`
-# naming the git-ignored folder that holds the text and DEBS (.gpu/).
+# collect matched collect` (about 410 s; build/ stays on the warm machine; the first collect
+# keeps what came before matched should the session's time cut the call short), each with
+# `carry` naming the git-ignored folder that holds the text and DEBS (.gpu/).
 # DEBS=DIR (build): a folder of Debian 12 packages (.deb) to unpack into / for each library the
 # machine lacks (it has no apt): protobuf, yaml-cpp, fmt, spdlog, nlohmann-json, CLI11. Fetch
 # them where apt works:  apt-get download libprotobuf-dev libprotobuf32 libprotobuf-lite32
