@@ -1,9 +1,10 @@
 #!/bin/sh
 # signal_after_checkpoint.sh LOG RUN_DIR STEP SIG WHO CMD...: runs CMD (an nnsc-run
 # launcher) in the background, waits until RUN_DIR holds a complete checkpoint
-# step-STEP, sends SIG (USR1, TERM, ...) to WHO (launcher: the launcher; worker:
-# its last worker alone) and prints the launcher's exit status once it has
-# exited (never waits more than 120 s).
+# step-STEP, sends SIG (KILL, USR1, ...) to WHO (launcher: the launcher; worker:
+# its last worker alone) and prints the launcher's exit status, how long it
+# took to exit after the signal and how many workers it left (never waits more
+# than 120 s).
 log=$1 run=$2 step=$3 sig=$4 who=$5; shift 5
 "$@" > "$log" 2>&1 &
 launcher=$!
@@ -13,6 +14,7 @@ while [ ! -e "$run/checkpoints/step-$step/COMPLETE" ]; do
   sleep 0.1
 done
 if [ "$who" = launcher ]; then target=$launcher; else target=$(pgrep -P $launcher | tail -n 1); fi
+start=$(date +%s)
 kill -s "$sig" "$target"
 i=0
 while kill -0 $launcher 2>/dev/null; do
@@ -20,4 +22,6 @@ while kill -0 $launcher 2>/dev/null; do
   sleep 0.1
 done
 wait $launcher
-echo "launcher exit status $?"
+rc=$?
+echo "launcher exit status $rc after $(( $(date +%s) - start )) s"
+echo "workers left: $(pgrep -P $launcher | wc -l)"
