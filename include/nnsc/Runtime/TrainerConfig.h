@@ -34,8 +34,8 @@ struct TrainLoopConfig {
   int64_t logEvery = 10;
   int64_t valEvery = 0; ///< 0 = no validation
   int64_t valBatches = 20;
-  /// Stop with a checkpoint once rank 0 has spent this long since the job
-  /// began (0 = no limit), as Megatron's --exit-duration-in-mins.
+  /// Stop with a checkpoint once rank 0's trainer has run this long, setup
+  /// and resume included (0 = no limit), as Megatron's --exit-duration-in-mins.
   double timeLimitMinutes = 0;
 };
 

@@ -9,6 +9,11 @@ using cost::TensorInfo;
 
 namespace {
 
+// A curve within a node over `group` ranks: `alpha` seconds plus 1 ns a byte.
+cost::CommCurve lineCurve(cost::Collective c, int group, double alpha) {
+  return {c, group, cost::Placement::Intra, {{1, alpha}, {1e9, alpha + 1}}};
+}
+
 TensorInfo act(ir::Shape s, bool grad = true) {
   return TensorInfo{std::move(s), ir::DType::Float32, grad, false};
 }
@@ -133,12 +138,7 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   cluster.device.memoryBandwidth = 1e11;
   cluster.device.launchFloor = 1e-6;
   cost::CommTable table;
-  REQUIRE(table
-              .add({cost::Collective::AllReduce,
-                    2,
-                    cost::Placement::Intra,
-                    {{1, 1e-3}, {1e9, 1e-3 + 1}}})
-              .isOk());
+  REQUIRE(table.add(lineCurve(cost::Collective::AllReduce, 2, 1e-3)).isOk());
   cluster.comm = table;
   cost::StepInput in;
   for (const cost::DevicePart &p : c.load.parts)
@@ -193,12 +193,7 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   // stays whole for its re-run, backward's first, where prefetch is on, the
   // default); nothing without stage 3.
   cost::Cluster gathering = cluster;
-  REQUIRE(gathering.comm
-              ->add({cost::Collective::AllGather,
-                     2,
-                     cost::Placement::Intra,
-                     {{1, 2e-3}, {1e9, 2e-3 + 1}}})
-              .isOk());
+  REQUIRE(gathering.comm->add(lineCurve(cost::Collective::AllGather, 2, 2e-3)).isOk());
   cost::StepInput grouped = in;
   grouped.grads[0].recomputeGroup = 0;
   grouped.grads[0].valueBytes = 4000;
@@ -240,18 +235,8 @@ TEST_CASE("step time: compute, and the gradient all-reduce exposed after backwar
   // In ZeRO blocks (zero_ngroups) the values are sharded, and gathered,
   // over the copies of a block: 4 holders in blocks of 2 ranks gather over
   // 2 (the 2-rank curve), not over 4; a block of one rank gathers nothing.
-  REQUIRE(gathering.comm
-              ->add({cost::Collective::AllGather,
-                     4,
-                     cost::Placement::Intra,
-                     {{1, 7e-3}, {1e9, 7e-3 + 1}}})
-              .isOk());
-  REQUIRE(gathering.comm
-              ->add({cost::Collective::AllReduce,
-                     4,
-                     cost::Placement::Intra,
-                     {{1, 3e-3}, {1e9, 3e-3 + 1}}})
-              .isOk());
+  REQUIRE(gathering.comm->add(lineCurve(cost::Collective::AllGather, 4, 7e-3)).isOk());
+  REQUIRE(gathering.comm->add(lineCurve(cost::Collective::AllReduce, 4, 3e-3)).isOk());
   cost::StepInput wide = grouped;
   for (cost::GradShard &gs : wide.grads)
     gs.ranks = {0, 1, 2, 3};
