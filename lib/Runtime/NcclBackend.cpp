@@ -73,6 +73,17 @@ Status cudaStatus(cudaError_t e, const char *what) {
   return errorf("{} failed: {}", what, cudaGetErrorString(e));
 }
 
+// cudaEventQuery, with "not ready" taken back from the thread's last error:
+// the runtime may keep it there, and PyTorch checks cudaGetLastError after
+// every kernel launch, so the next kernel of this thread would fail with
+// "device not ready" (PyTorch's own event polls clear it the same way).
+cudaError_t queryEvent(cudaEvent_t event) {
+  cudaError_t e = cudaEventQuery(event);
+  if (e == cudaErrorNotReady)
+    (void)cudaGetLastError();
+  return e;
+}
+
 std::string timeoutText(std::chrono::milliseconds timeout) {
   return fmt::format("timed out after {} ms; a peer died or did not reach the same operation",
                      timeout.count());
@@ -92,7 +103,7 @@ struct Issued {
 
   // The deadline, once the operation has started; none while it waits its turn.
   std::optional<Clock::time_point> deadlineNow() {
-    if (!deadline && cudaEventQuery(started) != cudaErrorNotReady)
+    if (!deadline && queryEvent(started) != cudaErrorNotReady)
       deadline = Clock::now() + timeout;
     return deadline;
   }
@@ -183,7 +194,7 @@ private:
       watchdog_.join();
     cudaSetDevice(device);
     for (const auto &op : watched_)
-      if (cudaEventQuery(op->done) == cudaErrorNotReady)
+      if (queryEvent(op->done) == cudaErrorNotReady)
         return true;
     return false;
   }
@@ -198,7 +209,7 @@ private:
     while (!stopping_) {
       wake_.wait_for(lock, std::chrono::milliseconds(2));
       while (!watched_.empty()) {
-        cudaError_t e = cudaEventQuery(watched_.front()->done);
+        cudaError_t e = queryEvent(watched_.front()->done);
         if (e == cudaErrorNotReady)
           break;
         watched_.pop_front(); // done, or an error the host will see on its own
@@ -275,13 +286,13 @@ private:
   Status block(std::chrono::milliseconds timeout) {
     Clock::time_point deadline = Clock::now() + timeout;
     while (true) {
-      cudaError_t e = cudaEventQuery(issued_->done);
+      cudaError_t e = queryEvent(issued_->done);
       if (e == cudaSuccess)
         break;
       if (e != cudaErrorNotReady)
         return cudaStatus(e, "cudaEventQuery");
       NNSC_RETURN_IF_ERROR(comm_->check());
-      if (cudaEventQuery(issued_->started) == cudaErrorNotReady)
+      if (queryEvent(issued_->started) == cudaErrorNotReady)
         deadline = Clock::now() + timeout; // still behind the work queued before it
       else if (Clock::now() > deadline) {
         std::lock_guard<std::mutex> lock(comm_->mutex);
