@@ -54,7 +54,7 @@ report_memory: "false"
 data: {kind: synthetic, vocab_size: $vocab}
 train: {steps: $((STEPS + WARMUP)), log_every: $((WARMUP > 0 ? WARMUP : 1))}
 optimizer: {name: adamw, lr: 0.0001, weight_decay: 0.1, fused: $fused}
-checkpoint: {every: 0, keep_last: 1}
+checkpoint: {every: 0, save_last: false}
 precision: {mode: $1, recipe: $2, tf32: $3}
 YAML
   $B/nnsc-run "$W/cfg-$1-$2-$3.yaml" --nproc-per-node 1 > "$W/nnsc-$1-$2-$3.log"

@@ -71,7 +71,7 @@ data: {train: $W/data/train.bin, val: $W/data/val.bin}
 train: {steps: $STEPS, log_every: 10, val_every: $VAL_EVERY, val_batches: $VAL_BATCHES}
 optimizer: {name: adamw, lr: 1.0e-3, betas: [0.9, 0.99], weight_decay: 0.1, grad_clip: 1.0, fused: $fused}
 lr_schedule: {name: cosine, warmup_steps: 100, decay_steps: $STEPS, min_lr: 1.0e-4}
-checkpoint: {every: 0, keep_last: 1}
+checkpoint: {every: 0, save_last: false}
 precision: {mode: $PRECISION, recipe: $recipe}
 YAML
   t0=$(date +%s.%N)

@@ -350,7 +350,9 @@ private:
     r.elapsedSeconds = seconds(start_, now);
     pending_.push_back({r, std::move(values)});
     const bool validation = s_.valData && t.valEvery > 0 && due(r.step, t.valEvery, r.steps);
-    const bool checkpoint = due(r.step, s_.config.checkpoint.every, r.steps) || stop;
+    const CheckpointConfig &c = s_.config.checkpoint;
+    const bool checkpoint = (c.every > 0 && r.step % c.every == 0) ||
+                            (r.step == r.steps && c.saveLast == "true") || stop;
     if (!validation && !checkpoint && !logged(r.step) && !stop)
       return Status::ok();
     NNSC_RETURN_IF_ERROR(readPending());

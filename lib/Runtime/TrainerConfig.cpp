@@ -345,6 +345,7 @@ std::string configHash(const TrainerConfig &c) {
                                                  "train.val_batches",
                                                  "checkpoint.every",
                                                  "checkpoint.keep_last",
+                                                 "checkpoint.save_last",
                                                  "checkpoint.resume",
                                                  "checkpoint.on_signal",
                                                  "train.time_limit_minutes",

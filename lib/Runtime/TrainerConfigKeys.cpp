@@ -149,6 +149,9 @@ std::vector<KeySpec> buildKeys() {
       "lr_schedule.min_lr", "0.0", 0, [](C & c) -> auto & { return c.lrSchedule.minLr; }));
   k.push_back(intKey(
       "checkpoint.every", "0", 0, [](C & c) -> auto & { return c.checkpoint.every; }));
+  k.push_back(choiceKey(
+      "checkpoint.save_last", "true", {"true", "false"},
+      [](C & c) -> auto & { return c.checkpoint.saveLast; }));
   k.push_back(intKey(
       "checkpoint.keep_last", "3", 0, [](C & c) -> auto & { return c.checkpoint.keepLast; }));
   k.push_back(stringKey(

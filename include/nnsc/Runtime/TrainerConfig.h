@@ -66,6 +66,9 @@ struct LrScheduleConfig {
 
 struct CheckpointConfig {
   int64_t every = 0;           ///< 0 = only at the end
+  /// true | false: a checkpoint after the last step (nnScaler's save_last);
+  /// false for runs whose end state nobody needs (benchmarks).
+  std::string saveLast = "true";
   int64_t keepLast = 3;        ///< 0 = keep all
   std::string resume = "auto"; ///< auto | never | a checkpoint directory
   /// none | SIGTERM | SIGINT | SIGUSR1 | SIGUSR2: on this signal (to any
