@@ -1,5 +1,7 @@
 #include "nnsc/Runtime/CheckpointMeta.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "JsonInts.h"
@@ -50,6 +52,8 @@ nlohmann::json metaToJson(const CheckpointMeta &m) {
     j["loss_scale"] = {{"scale", m.lossScale->scale},
                        {"clean_steps", m.lossScale->cleanSteps},
                        {"hysteresis_left", m.lossScale->hysteresisLeft}};
+  if (m.best)
+    j["best_validation"] = {{"step", m.best->step}, {"val_loss", m.best->valLoss}};
   return j;
 }
 
@@ -99,6 +103,17 @@ Expected<CheckpointMeta> metaFromJson(const nlohmann::json &j, const std::string
         return errorf("{}: error: bad checkpoint metadata: loss_scale {} with {} clean steps", file,
                       state.scale, state.cleanSteps);
       m.lossScale = state;
+    }
+    if (j.contains("best_validation")) {
+      const nlohmann::json &b = j.at("best_validation");
+      CheckpointMeta::BestValidation best;
+      best.step = jsonIntAt<int64_t>(b, "step");
+      best.valLoss = b.at("val_loss").get<double>();
+      if (best.step < 1 || best.step > m.step || !std::isfinite(best.valLoss))
+        return errorf("{}: error: bad checkpoint metadata: best_validation {} at step {} in a "
+                      "checkpoint of step {}",
+                      file, best.valLoss, best.step, m.step);
+      m.best = best;
     }
     if (m.zero < 0 || m.zero > 3)
       return errorf("{}: error: bad checkpoint metadata: zero is {}; this nnsc writes 0 to 3", file,

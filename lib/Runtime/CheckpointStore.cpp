@@ -109,6 +109,34 @@ Status unmarkCheckpoint(const std::string &dir) {
   return Status::ok();
 }
 
+std::string bestCheckpointDir(const std::string &runDir) {
+  return (fs::path(runDir) / "checkpoints" / "best").string();
+}
+
+Status removeDirectory(const std::string &dir) {
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec)
+    return errorf("{}: error: cannot remove: {}", dir, ec.message());
+  return Status::ok();
+}
+
+Status replaceDirectory(const std::string &staged, const std::string &dir) {
+  std::string old = dir + ".old";
+  NNSC_RETURN_IF_ERROR(removeDirectory(old));
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    fs::rename(dir, old, ec);
+    if (ec)
+      return errorf("{}: error: cannot rename it to {}: {}", dir, old, ec.message());
+  }
+  fs::rename(staged, dir, ec);
+  if (ec)
+    return errorf("{}: error: cannot rename it to {}: {}", staged, dir, ec.message());
+  NNSC_RETURN_IF_ERROR(fsyncDir(fs::path(dir).parent_path().string()));
+  return removeDirectory(old);
+}
+
 Status pruneCheckpoints(const std::string &runDir, int64_t keepLast, int64_t newestStep) {
   auto complete = listCheckpoints(runDir);
   std::vector<int64_t> doomed;

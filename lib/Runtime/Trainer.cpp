@@ -21,6 +21,7 @@
 #include "PipelineRunner.h"
 #include "TrainerImpl.h"
 #include "TrainerLog.h"
+#include "nnsc/Runtime/CheckpointStore.h"
 #include "nnsc/Runtime/Collectives.h"
 #include "nnsc/Runtime/Profiler.h"
 #include "nnsc/Runtime/RngStreams.h"
@@ -357,10 +358,16 @@ private:
       return Status::ok();
     NNSC_RETURN_IF_ERROR(readPending());
     auto readAt = Clock::now(); // on cuda the steps' kernels are done only now
+    bool best = false;
     if (validation) {
       auto v = validate(s_);
       if (!v)
         return v.status();
+      // Every rank holds the same all-reduced value, so all agree on a new best.
+      if (c.saveBest == "true" && std::isfinite(*v) && (!s_.best || *v < s_.best->valLoss)) {
+        s_.best = CheckpointMeta::BestValidation{r.step, *v};
+        best = true;
+      }
       pending_.back().record.valLoss = *v;
       pending_.back().record.elapsedSeconds = seconds(start_, Clock::now());
     }
@@ -372,6 +379,15 @@ private:
     if (checkpoint) {
       RECORD_USER_SCOPE("nnsc::checkpoint");
       st = saveCheckpoint(s_, r.step, r.lr);
+    }
+    if (best && st.isOk()) {
+      RECORD_USER_SCOPE("nnsc::checkpoint");
+      st = saveBestCheckpoint(s_, r.step, r.lr);
+      if (st.isOk() && s_.isLogger())
+        out_ << fmt::format("nnsc-run: val loss {:.4f} at step {} is the lowest so far: "
+                            "checkpoint saved in {}",
+                            s_.best->valLoss, r.step, bestCheckpointDir(s_.config.runDir))
+             << std::endl;
     }
     read_ = Clock::now();
     return st;

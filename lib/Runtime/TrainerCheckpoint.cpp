@@ -45,6 +45,7 @@ Expected<RankState> collectState(TrainerState &s, int64_t step, double lr) {
     st.shards[s.shardInfo[i].localName] = (*values)[i];
   if (s.precision && s.precision->scaler())
     m.lossScale = s.precision->scaler()->state();
+  m.best = s.best;
   st.optimizer = optimizerState(s);
   return st;
 }
@@ -151,11 +152,15 @@ Status resumeTrainer(TrainerState &s) {
                dir, st->meta.configHash, configHash(s.config));
   s.startStep = st->meta.dataPosition;
   s.resumedFrom = dir;
+  s.best = st->meta.best;
   return Status::ok();
 }
 
-Status saveCheckpoint(TrainerState &s, int64_t step, double lr) {
-  std::string dir = checkpointDir(s.config.runDir, step);
+namespace {
+
+// Every rank writes its part of the checkpoint of `step` into `dir`; rank 0
+// marks it complete once all have.
+Status writeCheckpoint(TrainerState &s, const std::string &dir, int64_t step, double lr) {
   if (s.isLogger()) {
     NNSC_RETURN_IF_ERROR(makeDirs(dir));
     NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir)); // a stale one from an earlier run
@@ -172,8 +177,27 @@ Status saveCheckpoint(TrainerState &s, int64_t step, double lr) {
   NNSC_RETURN_IF_ERROR(barrier(s, "after writing"));
   if (!s.isLogger())
     return Status::ok();
-  NNSC_RETURN_IF_ERROR(markCheckpointComplete(dir, step));
+  return markCheckpointComplete(dir, step);
+}
+
+} // namespace
+
+Status saveCheckpoint(TrainerState &s, int64_t step, double lr) {
+  NNSC_RETURN_IF_ERROR(writeCheckpoint(s, checkpointDir(s.config.runDir, step), step, lr));
+  if (!s.isLogger())
+    return Status::ok();
   return pruneCheckpoints(s.config.runDir, s.config.checkpoint.keepLast, step);
+}
+
+Status saveBestCheckpoint(TrainerState &s, int64_t step, double lr) {
+  std::string dir = bestCheckpointDir(s.config.runDir);
+  std::string staged = dir + ".new";
+  if (s.isLogger()) // what a run stopped while writing it left there
+    NNSC_RETURN_IF_ERROR(removeDirectory(staged));
+  NNSC_RETURN_IF_ERROR(writeCheckpoint(s, staged, step, lr));
+  if (!s.isLogger())
+    return Status::ok();
+  return replaceDirectory(staged, dir);
 }
 
 } // namespace nnsc::rt

@@ -254,6 +254,11 @@ Status checkCrossKeys(const TrainerConfig &c) {
   if (c.backend == "gloo" && c.device == "cuda")
     return err("backend", "backend 'gloo' is for device 'cpu'; use 'nccl' or 'auto' with cuda");
   NNSC_RETURN_IF_ERROR(checkProfile(c, err));
+  if (c.checkpoint.saveBest == "true" && (c.data.val.empty() || c.train.valEvery == 0))
+    return err("checkpoint.save_best",
+               fmt::format("checkpoint.save_best needs validation to compare: set data.val and "
+                           "train.val_every (now {} and {})",
+                           c.data.val.empty() ? "empty" : c.data.val, c.train.valEvery));
   if (c.optimizer.fused == "true" && c.optimizer.foreach == "true")
     return err("optimizer.fused", "optimizer.fused and optimizer.foreach cannot both be true: "
                                   "the fused kernels replace the multi-tensor ops");
@@ -346,6 +351,7 @@ std::string configHash(const TrainerConfig &c) {
                                                  "checkpoint.every",
                                                  "checkpoint.keep_last",
                                                  "checkpoint.save_last",
+                                                 "checkpoint.save_best",
                                                  "checkpoint.resume",
                                                  "checkpoint.on_signal",
                                                  "train.time_limit_minutes",

@@ -152,6 +152,9 @@ std::vector<KeySpec> buildKeys() {
   k.push_back(choiceKey(
       "checkpoint.save_last", "true", {"true", "false"},
       [](C & c) -> auto & { return c.checkpoint.saveLast; }));
+  k.push_back(choiceKey(
+      "checkpoint.save_best", "false", {"true", "false"},
+      [](C & c) -> auto & { return c.checkpoint.saveBest; }));
   k.push_back(intKey(
       "checkpoint.keep_last", "3", 0, [](C & c) -> auto & { return c.checkpoint.keepLast; }));
   k.push_back(stringKey(

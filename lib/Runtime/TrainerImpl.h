@@ -11,6 +11,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "nnsc/Runtime/BufferSync.h"
+#include "nnsc/Runtime/CheckpointMeta.h"
 #include "nnsc/Runtime/Comm.h"
 #include "nnsc/Runtime/Dataset.h"
 #include "nnsc/Runtime/LaunchEnv.h"
@@ -84,6 +85,8 @@ struct TrainerState {
   int64_t blockSize = 0;   ///< T of token data; 1 for tensor data (throughput counts samples)
   int64_t startStep = 0;   ///< steps already done (resume)
   std::string resumedFrom; ///< checkpoint directory, if any
+  /// checkpoint.save_best: the lowest validation loss so far (a resume restores it).
+  std::optional<CheckpointMeta::BestValidation> best;
   std::vector<at::Tensor> trainable;
   std::vector<int> trainableReplicas;
   /// The trainable shards the plain optimizer holds, and their replicas.
@@ -116,6 +119,9 @@ Status resumeTrainer(TrainerState &s);
 /// Writes checkpoint step-<step> (all ranks; rank 0 marks it complete and
 /// prunes old ones).
 Status saveCheckpoint(TrainerState &s, int64_t step, double lr);
+/// checkpoint.save_best: a checkpoint of `step` in RUN_DIR/checkpoints/best, replacing the one
+/// there only once it is complete.
+Status saveBestCheckpoint(TrainerState &s, int64_t step, double lr);
 
 /// The optimizer states of every shard (plain and ZeRO), keyed as
 /// Optimizer::state() and ZeroOptimizer::state().

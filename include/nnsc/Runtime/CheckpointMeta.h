@@ -32,6 +32,13 @@ struct CheckpointMeta {
   std::vector<ShardInfo> shards;
   /// fp16 runs: the dynamic loss scale, so a resume scales as the run would.
   std::optional<LossScaleState> lossScale;
+  /// checkpoint.save_best: the lowest validation loss up to this step and the step it was
+  /// measured after (checkpoints/best holds that step), so a resume keeps comparing with it.
+  struct BestValidation {
+    int64_t step = 0;
+    double valLoss = 0;
+  };
+  std::optional<BestValidation> best;
 };
 
 /// The text of rank{r}.json for `meta` (one key per line, a final newline).

@@ -45,6 +45,18 @@ Status unmarkCheckpoint(const std::string &dir);
 /// Deletes complete checkpoints older than the newest `keepLast` (0 keeps
 /// all) and incomplete ones older than `newestStep`. Call only after the
 /// newest checkpoint is complete.
+/// RUN_DIR/checkpoints/best (checkpoint.save_best): a checkpoint like the others, which
+/// resume auto and pruning leave alone.
+std::string bestCheckpointDir(const std::string &runDir);
+
+/// Removes `dir` and everything in it, if it exists.
+Status removeDirectory(const std::string &dir);
+
+/// Moves the complete checkpoint `staged` to `dir`, replacing the one there: `dir` is first
+/// renamed to `dir`.old (removed last), so at every moment one of the three names holds a
+/// complete checkpoint.
+Status replaceDirectory(const std::string &staged, const std::string &dir);
+
 Status pruneCheckpoints(const std::string &runDir, int64_t keepLast, int64_t newestStep);
 
 /// Reads the step a checkpoint directory's name ("step-<N>") ends in.

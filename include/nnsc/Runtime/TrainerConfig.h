@@ -69,6 +69,10 @@ struct CheckpointConfig {
   /// true | false: a checkpoint after the last step (nnScaler's save_last);
   /// false for runs whose end state nobody needs (benchmarks).
   std::string saveLast = "true";
+  /// true | false: after a validation whose loss is the lowest so far, a
+  /// checkpoint in RUN_DIR/checkpoints/best (nnScaler's save_best; nanoGPT's
+  /// always_save_checkpoint = False).
+  std::string saveBest = "false";
   int64_t keepLast = 3;        ///< 0 = keep all
   std::string resume = "auto"; ///< auto | never | a checkpoint directory
   /// none | SIGTERM | SIGINT | SIGUSR1 | SIGUSR2: on this signal (to any

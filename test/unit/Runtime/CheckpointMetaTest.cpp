@@ -118,3 +118,29 @@ TEST_CASE("checkpoint metadata records ZeRO's blocks", "[checkpoint][zero]") {
   uneven.insert(1, R"("zero": 1, "zero_ngroups": 3, )");
   CHECK_FALSE(rt::parseCheckpointMeta(uneven, "ck/rank0.json"));
 }
+
+// checkpoint.save_best: the best validation so far travels with every checkpoint, at or before
+// its step.
+TEST_CASE("checkpoint metadata records the best validation so far", "[checkpoint]") {
+  std::string text = metaWith("12");
+  text.insert(1, R"("best_validation": {"step": 8, "val_loss": 3.5619}, )");
+  auto meta = rt::parseCheckpointMeta(text, "ck/rank0.json");
+  REQUIRE(meta);
+  REQUIRE(meta->best);
+  CHECK(meta->best->step == 8);
+  CHECK(meta->best->valLoss == 3.5619);
+  auto again = rt::parseCheckpointMeta(rt::checkpointMetaText(*meta), "ck/rank0.json");
+  REQUIRE(again);
+  REQUIRE(again->best);
+  CHECK(again->best->valLoss == 3.5619);
+  CHECK_FALSE(rt::parseCheckpointMeta(metaWith("12"), "ck/rank0.json")->best);
+  for (const char *bad : {R"({"step": 13, "val_loss": 3.5})", R"({"step": 0, "val_loss": 3.5})",
+                          R"({"step": 8, "val_loss": null})"}) {
+    std::string t = metaWith("12");
+    t.insert(1, std::string(R"("best_validation": )") + bad + ", ");
+    auto refused = rt::parseCheckpointMeta(t, "ck/rank0.json");
+    REQUIRE_FALSE(refused);
+    CHECK_THAT(refused.status().message(),
+               Catch::Matchers::ContainsSubstring("ck/rank0.json: error: bad checkpoint metadata"));
+  }
+}
