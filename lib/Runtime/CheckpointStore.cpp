@@ -134,7 +134,23 @@ Status replaceDirectory(const std::string &staged, const std::string &dir) {
   if (ec)
     return errorf("{}: error: cannot rename it to {}: {}", staged, dir, ec.message());
   NNSC_RETURN_IF_ERROR(fsyncDir(fs::path(dir).parent_path().string()));
+  // Unmarked first, as pruning does: never a complete-looking copy with files missing.
+  NNSC_RETURN_IF_ERROR(unmarkCheckpoint(old));
   return removeDirectory(old);
+}
+
+Status recoverDirectory(const std::string &dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec))
+    return Status::ok();
+  for (const std::string &copy : {dir + ".new", dir + ".old"}) // the newer first
+    if (isCompleteCheckpoint(copy)) {
+      fs::rename(copy, dir, ec);
+      if (ec)
+        return errorf("{}: error: cannot rename it to {}: {}", copy, dir, ec.message());
+      return fsyncDir(fs::path(dir).parent_path().string());
+    }
+  return Status::ok();
 }
 
 Status pruneCheckpoints(const std::string &runDir, int64_t keepLast, int64_t newestStep) {

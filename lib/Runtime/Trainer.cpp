@@ -376,11 +376,10 @@ private:
         report(p.record, readAt);
     pending_.clear();
     Status st = Status::ok();
-    if (checkpoint) {
-      RECORD_USER_SCOPE("nnsc::checkpoint");
-      st = saveCheckpoint(s_, r.step, r.lr);
-    }
-    if (best && st.isOk()) {
+    // The best first: a step checkpoint records this step as the best, so it must not be
+    // complete before checkpoints/best holds the step (a run killed in between resumes
+    // from an earlier step and validates this one again).
+    if (best) {
       RECORD_USER_SCOPE("nnsc::checkpoint");
       st = saveBestCheckpoint(s_, r.step, r.lr);
       if (st.isOk() && s_.isLogger())
@@ -388,6 +387,10 @@ private:
                             "checkpoint saved in {}",
                             s_.best->valLoss, r.step, bestCheckpointDir(s_.config.runDir))
              << std::endl;
+    }
+    if (checkpoint && st.isOk()) {
+      RECORD_USER_SCOPE("nnsc::checkpoint");
+      st = saveCheckpoint(s_, r.step, r.lr);
     }
     read_ = Clock::now();
     return st;

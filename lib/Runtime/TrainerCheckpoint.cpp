@@ -1,4 +1,6 @@
 // Saving and resuming a trainer worker's checkpoints.
+#include <filesystem>
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -9,6 +11,8 @@
 #include "nnsc/Support/File.h"
 
 namespace nnsc::rt {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -124,14 +128,44 @@ int64_t optimizerStateBytes(const TrainerState &s) {
   return bytes;
 }
 
+namespace {
+
+// checkpoint.save_best with nothing to resume: the best an earlier run left in run_dir stays
+// the one to beat (else that run's first validation would replace it).
+Status keepEarlierBest(TrainerState &s) {
+  std::string dir = bestCheckpointDir(s.config.runDir);
+  NNSC_RETURN_IF_ERROR(barrier(s, "finding checkpoints/best")); // rank 0 has recovered it
+  if (!isCompleteCheckpoint(dir))
+    return Status::ok();
+  std::string file = (fs::path(dir) / fmt::format("rank{}.json", s.env.rank)).string();
+  auto text = readFile(file);
+  if (!text)
+    return text.status();
+  auto meta = parseCheckpointMeta(*text, file);
+  if (!meta)
+    return meta.status();
+  s.best = meta->best;
+  if (s.best && s.isLogger())
+    fmt::print("nnsc-run: {} holds step {} of an earlier run (val loss {:.4f}): a new best "
+               "must be lower\n",
+               dir, s.best->step, s.best->valLoss);
+  return Status::ok();
+}
+
+} // namespace
+
 Status resumeTrainer(TrainerState &s) {
+  if (s.config.checkpoint.saveBest == "true" && s.isLogger()) // a run stopped while replacing it
+    NNSC_RETURN_IF_ERROR(recoverDirectory(bestCheckpointDir(s.config.runDir)));
   if (isMergedCheckpointFile(s.config.checkpoint.resume))
     return resumeFromMerged(s, s.config.checkpoint.resume);
   auto found = findResumeCheckpoint(s.config.runDir, s.config.checkpoint.resume);
   if (!found)
     return found.status();
   if (!found->has_value())
-    return Status::ok();
+    return s.config.checkpoint.saveBest == "true" && s.config.checkpoint.resume == "auto"
+               ? keepEarlierBest(s)
+               : Status::ok();
   std::string dir = **found;
   auto st = readRankCheckpoint(dir, s.env.rank);
   if (!st)

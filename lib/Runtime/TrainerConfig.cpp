@@ -254,7 +254,8 @@ Status checkCrossKeys(const TrainerConfig &c) {
   if (c.backend == "gloo" && c.device == "cuda")
     return err("backend", "backend 'gloo' is for device 'cpu'; use 'nccl' or 'auto' with cuda");
   NNSC_RETURN_IF_ERROR(checkProfile(c, err));
-  if (c.checkpoint.saveBest == "true" && (c.data.val.empty() || c.train.valEvery == 0))
+  if (c.checkpoint.saveBest == "true" &&
+      ((c.data.val.empty() && c.data.kind != "synthetic") || c.train.valEvery == 0))
     return err("checkpoint.save_best",
                fmt::format("checkpoint.save_best needs validation to compare: set data.val and "
                            "train.val_every (now {} and {})",

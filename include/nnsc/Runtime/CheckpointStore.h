@@ -57,6 +57,10 @@ Status removeDirectory(const std::string &dir);
 /// complete checkpoint.
 Status replaceDirectory(const std::string &staged, const std::string &dir);
 
+/// After a run stopped inside replaceDirectory: where `dir` is missing, the complete one of
+/// `dir`.new (the newer) or `dir`.old takes its place.
+Status recoverDirectory(const std::string &dir);
+
 Status pruneCheckpoints(const std::string &runDir, int64_t keepLast, int64_t newestStep);
 
 /// Reads the step a checkpoint directory's name ("step-<N>") ends in.
