@@ -162,6 +162,8 @@ Status pruneCheckpoints(const std::string &runDir, int64_t keepLast, int64_t new
     if (step < newestStep && !isCompleteCheckpoint(checkpointDir(runDir, step)))
       doomed.push_back(step);
   for (int64_t step : doomed) {
+    if (step == newestStep) // a run resumed from an older one: newer ones do not oust it
+      continue;
     std::error_code ec;
     std::string dir = checkpointDir(runDir, step);
     // Unmark first: a crash halfway through leaves an incomplete directory,

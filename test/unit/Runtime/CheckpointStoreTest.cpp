@@ -75,6 +75,48 @@ TEST_CASE("checkpoint store: keep_last prunes old and interrupted ones", "[runti
   makeCheckpoint(run, 50, false); // newer than the newest complete: left alone
   REQUIRE(pruneCheckpoints(run, 1, 40).isOk());
   CHECK(listCheckpoints(run, true) == std::vector<int64_t>{40, 50});
+  // A run resumed from an older checkpoint (resume: a path) writes one below the newest:
+  // pruning never takes the one just written.
+  makeCheckpoint(run, 60, true); // the earlier run's newest
+  makeCheckpoint(run, 45, true);
+  REQUIRE(pruneCheckpoints(run, 1, 45).isOk());
+  CHECK(listCheckpoints(run, true) == std::vector<int64_t>{45, 50, 60});
+  fs::remove_all(run);
+}
+
+// checkpoint.save_best's directory: replaced through .new and .old, put back by the next start
+// where a run stopped between the renames.
+TEST_CASE("checkpoint store: the best checkpoint's replacement and recovery",
+          "[runtime][checkpoint]") {
+  std::string run = freshRunDir("nnsc-ckpt-best");
+  std::string best = bestCheckpointDir(run);
+  CHECK(best == run + "/checkpoints/best");
+  auto stage = [&](int64_t step) {
+    REQUIRE(makeDirs(best + ".new").isOk());
+    REQUIRE(writeFileAtomic(best + ".new/rank0.json", std::to_string(step)).isOk());
+    REQUIRE(markCheckpointComplete(best + ".new", step).isOk());
+  };
+  stage(8);
+  REQUIRE(replaceDirectory(best + ".new", best).isOk());
+  stage(12);
+  REQUIRE(replaceDirectory(best + ".new", best).isOk());
+  CHECK(*readFile(best + "/rank0.json") == "12");
+  CHECK(!fs::exists(best + ".new"));
+  CHECK(!fs::exists(best + ".old"));
+  CHECK(listCheckpoints(run, true).empty()); // not a step: resume auto and pruning skip it
+  // Stopped after best -> best.old: the complete best.new (newer) is put in place.
+  stage(16);
+  fs::rename(best, best + ".old");
+  REQUIRE(recoverDirectory(best).isOk());
+  CHECK(*readFile(best + "/rank0.json") == "16");
+  // Stopped before best.new was complete: best.old is put back.
+  fs::remove_all(best + ".old");
+  fs::rename(best, best + ".old");
+  REQUIRE(makeDirs(best + ".new").isOk());
+  REQUIRE(recoverDirectory(best).isOk());
+  CHECK(*readFile(best + "/rank0.json") == "16");
+  REQUIRE(recoverDirectory(best).isOk()); // a best in place: nothing to do
+  CHECK(*readFile(best + "/rank0.json") == "16");
   fs::remove_all(run);
 }
 
