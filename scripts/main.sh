@@ -34,6 +34,7 @@ echo "   ... (the whole plan and report: $NNSC_WORK/plan.txt)"
 echo "== 5. nnsc-codegen: one program per rank"
 $B/nnsc-codegen "$NNSC_WORK/graph/graph.pb" "$NNSC_WORK/plan.pb" -o "$NNSC_WORK/program"
 echo "== 6. nnsc-run: 2 CPU processes, Gloo"
+rm -rf "$NNSC_WORK/run" # an earlier main job's run: this one starts over
 $B/nnsc-run configs/gpt-small-dp2.yaml --nproc-per-node 2 --checkpoint.resume=never
 echo "== 7. nnsc-merge-ckpt: one checkpoint with the original names"
 $B/nnsc-merge-ckpt "$NNSC_WORK/run" -o "$NNSC_WORK/merged.pt"

@@ -9,6 +9,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "nnsc/Support/File.h"
 
 namespace nnsc::rt {
@@ -174,6 +177,46 @@ Status pruneCheckpoints(const std::string &runDir, int64_t keepLast, int64_t new
       return errorf("{}: error: cannot remove old checkpoint: {}", dir, ec.message());
   }
   return Status::ok();
+}
+
+std::optional<int64_t> completeCheckpointStep(const std::string &dir) {
+  auto text = readFile((fs::path(dir) / kMarker).string());
+  if (!text)
+    return std::nullopt;
+  char *end = nullptr;
+  long long v = std::strtoll(text->c_str(), &end, 10);
+  if (end == text->c_str() || (*end != '\0' && *end != '\n') || v < 0)
+    return std::nullopt;
+  return v;
+}
+
+Expected<std::string> setAsideCheckpoints(const std::string &runDir,
+                                          const std::vector<std::string> &names) {
+  fs::path root = fs::path(runDir) / "checkpoints";
+  std::error_code ec;
+  fs::path target;
+  for (int k = 1;; ++k) {
+    target = root / ("superseded-" + std::to_string(k));
+    if (!fs::exists(target, ec))
+      break;
+  }
+  NNSC_RETURN_IF_ERROR(makeDirs(target.string()));
+  std::vector<std::string> moved;
+  for (const std::string &name : names) {
+    fs::path from = root / name;
+    if (!fs::exists(from, ec))
+      continue;
+    fs::rename(from, target / name, ec);
+    if (ec)
+      return errorf(
+          "{}: error: cannot move it to {}: {}{}", from.string(), target.string(), ec.message(),
+          moved.empty() ? std::string()
+                        : fmt::format(" (moved there before it: {})", fmt::join(moved, ", ")));
+    moved.push_back(name);
+  }
+  NNSC_RETURN_IF_ERROR(fsyncDir(target.string()));
+  NNSC_RETURN_IF_ERROR(fsyncDir(root.string()));
+  return target.string();
 }
 
 } // namespace nnsc::rt

@@ -10,6 +10,8 @@
 #include "nnsc/Runtime/CheckpointStore.h"
 #include "nnsc/Support/File.h"
 
+#include <fmt/ranges.h>
+
 namespace nnsc::rt {
 
 namespace fs = std::filesystem;
@@ -152,20 +154,75 @@ Status keepEarlierBest(TrainerState &s) {
   return Status::ok();
 }
 
-} // namespace
+// True when checkpoints/best holds the best that this run's checkpoint recorded (the same step
+// and validation loss): its own history's.
+bool bestIsThisRuns(const TrainerState &s) {
+  if (!s.best)
+    return false;
+  std::string file = (fs::path(bestCheckpointDir(s.config.runDir)) / "rank0.json").string();
+  auto text = readFile(file);
+  if (!text)
+    return false;
+  auto meta = parseCheckpointMeta(*text, file);
+  return meta && meta->best && meta->best->step == s.best->step &&
+         meta->best->valLoss == s.best->valLoss;
+}
 
-Status resumeTrainer(TrainerState &s) {
-  if (s.config.checkpoint.saveBest == "true" && s.isLogger()) // a run stopped while replacing it
-    NNSC_RETURN_IF_ERROR(recoverDirectory(bestCheckpointDir(s.config.runDir)));
+// A run that does not continue the newest checkpoint of its run_dir (resumed by path or from a
+// merged file, or started over with resume never) starts another history there. Every
+// checkpoint of run_dir that is not this run's past moves to checkpoints/superseded-<K>: step
+// checkpoints from its start on (the one it resumed from, or best's step when it resumed from
+// best, excepted), all of them where it did not resume from a checkpoint of run_dir, and a best
+// it did not record. Left in place, resume auto would continue their history after a crash of
+// this run, pruning would count them and this run's best would overwrite theirs.
+Status setAsideOtherHistory(TrainerState &s) {
+  // A merged file may lie in a directory rank 0 moves: every rank has read it first.
+  NNSC_RETURN_IF_ERROR(barrier(s, "before setting another history aside"));
+  if (!s.isLogger())
+    return Status::ok();
+  const std::string &runDir = s.config.runDir;
+  fs::path root = fs::path(runDir) / "checkpoints";
+  std::error_code ec;
+  fs::path from = s.resumedFrom.empty() || isMergedCheckpointFile(s.resumedFrom)
+                      ? fs::path()
+                      : fs::canonical(s.resumedFrom, ec);
+  bool fromRunDir = !from.empty() && fs::equivalent(from.parent_path(), root, ec);
+  bool fromBest = fromRunDir && fs::equivalent(from, bestCheckpointDir(runDir), ec);
+  std::vector<std::string> names, shown;
+  for (int64_t step : listCheckpoints(runDir)) {
+    std::string dir = checkpointDir(runDir, step);
+    bool past = fromRunDir && (step < s.startStep || (step == s.startStep &&
+                                                      (fromBest || fs::equivalent(dir, from, ec))));
+    if (past)
+      continue;
+    names.push_back(fs::path(dir).filename().string());
+    shown.push_back(names.back());
+  }
+  if (auto step = completeCheckpointStep(bestCheckpointDir(runDir)); step && !bestIsThisRuns(s)) {
+    names.insert(names.end(), {"best", "best.new", "best.old"}); // a stopped replacement's too
+    shown.push_back(fmt::format("best (step {})", *step));
+  }
+  if (names.empty())
+    return Status::ok();
+  auto moved = setAsideCheckpoints(runDir, names);
+  if (!moved)
+    return moved.status();
+  fmt::print("nnsc-run: {} {} another history than this run's, which starts {}: moved to {}, "
+             "out of the way of resume auto and pruning\n",
+             fmt::join(shown, ", "), shown.size() == 1 ? "is" : "are",
+             s.startStep > 0 ? fmt::format("at step {}", s.startStep) : std::string("from scratch"),
+             *moved);
+  return Status::ok();
+}
+
+Status restoreTrainer(TrainerState &s) {
   if (isMergedCheckpointFile(s.config.checkpoint.resume))
     return resumeFromMerged(s, s.config.checkpoint.resume);
   auto found = findResumeCheckpoint(s.config.runDir, s.config.checkpoint.resume);
   if (!found)
     return found.status();
   if (!found->has_value())
-    return s.config.checkpoint.saveBest == "true" && s.config.checkpoint.resume == "auto"
-               ? keepEarlierBest(s)
-               : Status::ok();
+    return Status::ok();
   std::string dir = **found;
   auto st = readRankCheckpoint(dir, s.env.rank);
   if (!st)
@@ -188,6 +245,21 @@ Status resumeTrainer(TrainerState &s) {
   s.resumedFrom = dir;
   s.best = st->meta.best;
   return Status::ok();
+}
+
+} // namespace
+
+Status resumeTrainer(TrainerState &s) {
+  const CheckpointConfig &c = s.config.checkpoint;
+  if (c.saveBest == "true" && s.isLogger()) // a run stopped while replacing it
+    NNSC_RETURN_IF_ERROR(recoverDirectory(bestCheckpointDir(s.config.runDir)));
+  NNSC_RETURN_IF_ERROR(restoreTrainer(s));
+  // resume auto continues the newest checkpoint: its history is this run's (a best it has not
+  // recorded is one it wrote after that checkpoint and will write again). Finding none, it
+  // starts the first, and a best left by an earlier run stays the one to beat.
+  if (c.resume == "auto")
+    return s.resumedFrom.empty() && c.saveBest == "true" ? keepEarlierBest(s) : Status::ok();
+  return setAsideOtherHistory(s);
 }
 
 namespace {

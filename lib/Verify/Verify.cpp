@@ -156,6 +156,10 @@ Expected<VerifyResult> runVerify(const VerifyOptions &o, std::ostream &out, std:
   job.program = job.work + "/program";
   job.config = job.work + "/train.yaml";
   job.runDir = job.work + "/run";
+  std::error_code ec; // an earlier nnsc-verify's run in the same --work: this one starts over
+  fs::remove_all(job.runDir, ec);
+  if (ec)
+    return errorf("{}: error: cannot remove the earlier run: {}", job.runDir, ec.message());
   job.data = job.work + "/data/train.safetensors";
   job.ranks = o.ranks;
   job.optimizer = optimizerConfig(o);

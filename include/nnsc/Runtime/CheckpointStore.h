@@ -63,6 +63,17 @@ Status recoverDirectory(const std::string &dir);
 
 Status pruneCheckpoints(const std::string &runDir, int64_t keepLast, int64_t newestStep);
 
+/// The step a complete checkpoint directory holds (its COMPLETE marker's content); none for an
+/// incomplete one or a marker that does not hold a step.
+std::optional<int64_t> completeCheckpointStep(const std::string &dir);
+
+/// Moves the entries `names` of RUN_DIR/checkpoints (step-<N>, best) into
+/// RUN_DIR/checkpoints/superseded-<K>, K the first number not taken, and returns that
+/// directory: checkpoints of another run's history, out of the way of resume auto, pruning and
+/// nnsc-merge-ckpt RUN_DIR, and not lost. Names that do not exist are skipped.
+Expected<std::string> setAsideCheckpoints(const std::string &runDir,
+                                          const std::vector<std::string> &names);
+
 /// Reads the step a checkpoint directory's name ("step-<N>") ends in.
 std::optional<int64_t> checkpointStep(const std::string &dir);
 

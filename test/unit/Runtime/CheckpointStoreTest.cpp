@@ -128,3 +128,30 @@ TEST_CASE("checkpoint store: unmark before rewriting", "[runtime][checkpoint]") 
   CHECK(!isCompleteCheckpoint(checkpointDir(run, 5)));
   fs::remove_all(run);
 }
+
+TEST_CASE("checkpoint store: another history set aside", "[runtime][checkpoint]") {
+  std::string run = freshRunDir("nnsc-ckpt-aside");
+  for (int64_t step : {10, 20, 30})
+    makeCheckpoint(run, step, true);
+  makeCheckpoint(run, 40, false);
+  CHECK(completeCheckpointStep(checkpointDir(run, 20)) == 20);
+  CHECK(!completeCheckpointStep(checkpointDir(run, 40))); // incomplete
+  REQUIRE(writeFileAtomic(checkpointDir(run, 40) + "/COMPLETE", "soon\n").isOk());
+  CHECK(!completeCheckpointStep(checkpointDir(run, 40))); // a marker without a step
+  REQUIRE(unmarkCheckpoint(checkpointDir(run, 40)).isOk());
+
+  auto first = setAsideCheckpoints(run, {"step-20", "step-30", "best"}); // no best: skipped
+  REQUIRE(first);
+  CHECK(*first == run + "/checkpoints/superseded-1");
+  CHECK(listCheckpoints(run) == std::vector<int64_t>{10});
+  CHECK(listCheckpoints(run, true) == std::vector<int64_t>{10, 40});
+  CHECK(completeCheckpointStep(*first + "/step-30") == 30); // moved whole, still complete
+  CHECK(findResumeCheckpoint(run, "auto")->value() == checkpointDir(run, 10));
+
+  auto second = setAsideCheckpoints(run, {"step-10"}); // the first number not taken
+  REQUIRE(second);
+  CHECK(*second == run + "/checkpoints/superseded-2");
+  CHECK(listCheckpoints(run).empty());
+  CHECK(fs::exists(*first + "/step-20/rank0.json"));
+  fs::remove_all(run);
+}
