@@ -390,7 +390,7 @@ private:
     }
     if (checkpoint && st.isOk()) {
       RECORD_USER_SCOPE("nnsc::checkpoint");
-      st = saveCheckpoint(s_, r.step, r.lr);
+      st = saveCheckpoint(s_, r.step, r.lr, best);
     }
     read_ = Clock::now();
     return st;

@@ -286,10 +286,46 @@ Status writeCheckpoint(TrainerState &s, const std::string &dir, int64_t step, do
   return markCheckpointComplete(dir, step);
 }
 
+// The step checkpoint of the step whose checkpoints/best every rank has just written: the same
+// bytes, so each rank hard-links its files from best (copies them where the file system has no
+// hard links) instead of gathering and serializing its state again. Files are only ever
+// replaced by rename, never rewritten in place, so the two names stay independent: a later best
+// or pruning removes one and leaves the other whole.
+Status linkCheckpoint(TrainerState &s, const std::string &from, const std::string &dir,
+                      int64_t step) {
+  if (s.isLogger()) {
+    NNSC_RETURN_IF_ERROR(makeDirs(dir));
+    NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir)); // a stale one from an earlier run
+  }
+  NNSC_RETURN_IF_ERROR(barrier(s, "before linking"));
+  NNSC_RETURN_IF_ERROR(makeDirs(dir));
+  for (const char *ext : {"safetensors", "json"}) {
+    std::string name = fmt::format("rank{}.{}", s.env.rank, ext);
+    fs::path source = fs::path(from) / name, target = fs::path(dir) / name;
+    std::error_code ec;
+    fs::remove(target, ec);
+    fs::create_hard_link(source, target, ec);
+    if (!ec)
+      continue;
+    fs::path staged = target.string() + ".tmp";
+    fs::copy_file(source, staged, fs::copy_options::overwrite_existing, ec);
+    if (!ec)
+      fs::rename(staged, target, ec);
+    if (ec)
+      return errorf("{}: error: cannot link or copy {} of {}: {}", dir, name, from, ec.message());
+  }
+  NNSC_RETURN_IF_ERROR(barrier(s, "after linking"));
+  if (!s.isLogger())
+    return Status::ok();
+  return markCheckpointComplete(dir, step);
+}
+
 } // namespace
 
-Status saveCheckpoint(TrainerState &s, int64_t step, double lr) {
-  NNSC_RETURN_IF_ERROR(writeCheckpoint(s, checkpointDir(s.config.runDir, step), step, lr));
+Status saveCheckpoint(TrainerState &s, int64_t step, double lr, bool afterBest) {
+  std::string dir = checkpointDir(s.config.runDir, step);
+  NNSC_RETURN_IF_ERROR(afterBest ? linkCheckpoint(s, bestCheckpointDir(s.config.runDir), dir, step)
+                                 : writeCheckpoint(s, dir, step, lr));
   if (!s.isLogger())
     return Status::ok();
   return pruneCheckpoints(s.config.runDir, s.config.checkpoint.keepLast, step);

@@ -117,8 +117,9 @@ Expected<std::unique_ptr<TrainerState>> setupTrainer(const TrainerConfig &config
 Status resumeTrainer(TrainerState &s);
 
 /// Writes checkpoint step-<step> (all ranks; rank 0 marks it complete and
-/// prunes old ones).
-Status saveCheckpoint(TrainerState &s, int64_t step, double lr);
+/// prunes old ones). `afterBest`: checkpoints/best was just written for this step, and the
+/// step checkpoint takes its files (hard links) instead of writing the state again.
+Status saveCheckpoint(TrainerState &s, int64_t step, double lr, bool afterBest = false);
 /// checkpoint.save_best: a checkpoint of `step` in RUN_DIR/checkpoints/best, replacing the one
 /// there only once it is complete.
 Status saveBestCheckpoint(TrainerState &s, int64_t step, double lr);
