@@ -1,5 +1,6 @@
 // Saving and resuming a trainer worker's checkpoints.
 #include <filesystem>
+#include <fstream>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -286,33 +287,64 @@ Status writeCheckpoint(TrainerState &s, const std::string &dir, int64_t step, do
   return markCheckpointComplete(dir, step);
 }
 
+// `source` copied to `target` through a temporary name, fsynced before the rename (as every
+// checkpoint file is written).
+Status copyFileDurably(const fs::path &source, const fs::path &target) {
+  std::ifstream in(source, std::ios::binary);
+  if (!in)
+    return errorf("{}: error: cannot read it", source.string());
+  return writeFileAtomicStreamed(target.string(), [&](const auto &append) {
+    std::vector<char> chunk(size_t(1) << 20);
+    while (in) {
+      in.read(chunk.data(), std::streamsize(chunk.size()));
+      if (in.gcount() > 0)
+        NNSC_RETURN_IF_ERROR(append(std::string_view(chunk.data(), size_t(in.gcount()))));
+    }
+    return in.eof() ? Status::ok() : errorf("{}: error: read failed", source.string());
+  });
+}
+
+// True when `from`/rank{r}.json is the checkpoint of `step`.
+bool holdsStep(const TrainerState &s, const std::string &from, int64_t step) {
+  std::string file = (fs::path(from) / fmt::format("rank{}.json", s.env.rank)).string();
+  auto text = readFile(file);
+  if (!text)
+    return false;
+  auto meta = parseCheckpointMeta(*text, file);
+  return meta && meta->step == step;
+}
+
 // The step checkpoint of the step whose checkpoints/best every rank has just written: the same
 // bytes, so each rank hard-links its files from best (copies them where the file system has no
-// hard links) instead of gathering and serializing its state again. Files are only ever
-// replaced by rename, never rewritten in place, so the two names stay independent: a later best
-// or pruning removes one and leaves the other whole.
+// hard links) instead of serializing its state again. Files are only ever replaced by rename,
+// never rewritten in place, so the two names stay independent: a later best or pruning removes
+// one and leaves the other whole. A rank that does not find best holding the step there (a
+// run_dir that is not one shared directory) writes its state as usual.
 Status linkCheckpoint(TrainerState &s, const std::string &from, const std::string &dir,
-                      int64_t step) {
+                      int64_t step, double lr) {
   if (s.isLogger()) {
     NNSC_RETURN_IF_ERROR(makeDirs(dir));
     NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir)); // a stale one from an earlier run
   }
-  NNSC_RETURN_IF_ERROR(barrier(s, "before linking"));
+  NNSC_RETURN_IF_ERROR(barrier(s, "before linking")); // rank 0 has put best.new in place
   NNSC_RETURN_IF_ERROR(makeDirs(dir));
+  bool linked = holdsStep(s, from, step);
   for (const char *ext : {"safetensors", "json"}) {
+    if (!linked)
+      break;
     std::string name = fmt::format("rank{}.{}", s.env.rank, ext);
     fs::path source = fs::path(from) / name, target = fs::path(dir) / name;
     std::error_code ec;
     fs::remove(target, ec);
     fs::create_hard_link(source, target, ec);
-    if (!ec)
-      continue;
-    fs::path staged = target.string() + ".tmp";
-    fs::copy_file(source, staged, fs::copy_options::overwrite_existing, ec);
-    if (!ec)
-      fs::rename(staged, target, ec);
     if (ec)
-      return errorf("{}: error: cannot link or copy {} of {}: {}", dir, name, from, ec.message());
+      linked = copyFileDurably(source, target).isOk();
+  }
+  if (!linked) {
+    auto state = collectState(s, step, lr);
+    if (!state)
+      return state.status();
+    NNSC_RETURN_IF_ERROR(writeRankCheckpoint(dir, s.env.rank, *state));
   }
   NNSC_RETURN_IF_ERROR(barrier(s, "after linking"));
   if (!s.isLogger())
@@ -324,8 +356,9 @@ Status linkCheckpoint(TrainerState &s, const std::string &from, const std::strin
 
 Status saveCheckpoint(TrainerState &s, int64_t step, double lr, bool afterBest) {
   std::string dir = checkpointDir(s.config.runDir, step);
-  NNSC_RETURN_IF_ERROR(afterBest ? linkCheckpoint(s, bestCheckpointDir(s.config.runDir), dir, step)
-                                 : writeCheckpoint(s, dir, step, lr));
+  NNSC_RETURN_IF_ERROR(afterBest
+                           ? linkCheckpoint(s, bestCheckpointDir(s.config.runDir), dir, step, lr)
+                           : writeCheckpoint(s, dir, step, lr));
   if (!s.isLogger())
     return Status::ok();
   return pruneCheckpoints(s.config.runDir, s.config.checkpoint.keepLast, step);
