@@ -155,6 +155,23 @@ Status keepEarlierBest(TrainerState &s) {
   return Status::ok();
 }
 
+// `source` copied to `target` through a temporary name, fsynced before the rename (as every
+// checkpoint file is written).
+Status copyFileDurably(const fs::path &source, const fs::path &target) {
+  std::ifstream in(source, std::ios::binary);
+  if (!in)
+    return errorf("{}: error: cannot read it", source.string());
+  return writeFileAtomicStreamed(target.string(), [&](const auto &append) {
+    std::vector<char> chunk(size_t(1) << 20);
+    while (in) {
+      in.read(chunk.data(), std::streamsize(chunk.size()));
+      if (in.gcount() > 0)
+        NNSC_RETURN_IF_ERROR(append(std::string_view(chunk.data(), size_t(in.gcount()))));
+    }
+    return in.eof() ? Status::ok() : errorf("{}: error: read failed", source.string());
+  });
+}
+
 // True when checkpoints/best holds the best that this run's checkpoint recorded (the same step
 // and validation loss): its own history's.
 bool bestIsThisRuns(const TrainerState &s) {
@@ -203,11 +220,23 @@ Status setAsideOtherHistory(TrainerState &s) {
     names.insert(names.end(), {"best", "best.new", "best.old"}); // a stopped replacement's too
     shown.push_back(fmt::format("best (step {})", *step));
   }
-  if (names.empty())
+  // The metrics file as it was goes with them where this run would cut records of the other
+  // history from it: those after its start, or all of them where it did not resume from this
+  // run_dir (the file then starts empty).
+  const std::string &metrics = s.config.metrics;
+  bool metricsAhead = metricsBeyond(metrics, fromRunDir ? s.startStep : -1);
+  if (metricsAhead)
+    shown.push_back(fs::path(metrics).filename().string() + " (a copy)");
+  if (shown.empty())
     return Status::ok();
   auto moved = setAsideCheckpoints(runDir, names);
   if (!moved)
     return moved.status();
+  if (metricsAhead) {
+    NNSC_RETURN_IF_ERROR(copyFileDurably(metrics, fs::path(*moved) / fs::path(metrics).filename()));
+    if (!fromRunDir)
+      NNSC_RETURN_IF_ERROR(writeFileAtomic(metrics, ""));
+  }
   fmt::print("nnsc-run: {} {} another history than this run's, which starts {}: moved to {}, "
              "out of the way of resume auto and pruning\n",
              fmt::join(shown, ", "), shown.size() == 1 ? "is" : "are",
@@ -285,23 +314,6 @@ Status writeCheckpoint(TrainerState &s, const std::string &dir, int64_t step, do
   if (!s.isLogger())
     return Status::ok();
   return markCheckpointComplete(dir, step);
-}
-
-// `source` copied to `target` through a temporary name, fsynced before the rename (as every
-// checkpoint file is written).
-Status copyFileDurably(const fs::path &source, const fs::path &target) {
-  std::ifstream in(source, std::ios::binary);
-  if (!in)
-    return errorf("{}: error: cannot read it", source.string());
-  return writeFileAtomicStreamed(target.string(), [&](const auto &append) {
-    std::vector<char> chunk(size_t(1) << 20);
-    while (in) {
-      in.read(chunk.data(), std::streamsize(chunk.size()));
-      if (in.gcount() > 0)
-        NNSC_RETURN_IF_ERROR(append(std::string_view(chunk.data(), size_t(in.gcount()))));
-    }
-    return in.eof() ? Status::ok() : errorf("{}: error: read failed", source.string());
-  });
 }
 
 // True when `from`/rank{r}.json is the checkpoint of `step`.

@@ -69,6 +69,17 @@ std::string formatMetricsRecord(const StepRecord &r) {
   return j.dump();
 }
 
+bool metricsBeyond(const std::string &path, int64_t step) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.value("step", int64_t(0)) > step)
+      return true;
+  }
+  return false;
+}
+
 void truncateMetrics(const std::string &path, int64_t step) {
   std::ifstream in(path);
   if (!in)

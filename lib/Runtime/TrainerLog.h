@@ -49,5 +49,8 @@ std::string formatDuration(double seconds);
 /// resumed run rewrites what the interrupted one logged after its
 /// checkpoint); a missing file is fine.
 void truncateMetrics(const std::string &path, int64_t step);
+/// True when the metrics file at `path` holds a record of a step after `step` (one that
+/// truncateMetrics would drop).
+bool metricsBeyond(const std::string &path, int64_t step);
 
 } // namespace nnsc::rt
