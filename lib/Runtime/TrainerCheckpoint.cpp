@@ -216,6 +216,8 @@ Status setAsideOtherHistory(TrainerState &s) {
     names.push_back(fs::path(dir).filename().string());
     shown.push_back(names.back());
   }
+  if (fromRunDir && names.empty()) // resumed from the newest by its path: as resume auto
+    return Status::ok();
   if (auto step = completeCheckpointStep(bestCheckpointDir(runDir)); step && !bestIsThisRuns(s)) {
     names.insert(names.end(), {"best", "best.new", "best.old"}); // a stopped replacement's too
     shown.push_back(fmt::format("best (step {})", *step));
@@ -233,11 +235,15 @@ Status setAsideOtherHistory(TrainerState &s) {
   if (!moved)
     return moved.status();
   if (metricsAhead) {
-    NNSC_RETURN_IF_ERROR(copyFileDurably(metrics, fs::path(*moved) / fs::path(metrics).filename()));
-    if (!fromRunDir)
-      NNSC_RETURN_IF_ERROR(writeFileAtomic(metrics, ""));
+    Status st = copyFileDurably(metrics, fs::path(*moved) / fs::path(metrics).filename());
+    if (st.isOk() && !fromRunDir)
+      st = writeFileAtomic(metrics, "");
+    if (!st.isOk())
+      return st.withContext(fmt::format(
+          "setting another history aside in {} (moved there: {})", *moved,
+          names.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(names, ", "))));
   }
-  fmt::print("nnsc-run: {} {} another history than this run's, which starts {}: moved to {}, "
+  fmt::print("nnsc-run: {} {} another history than this run's, which starts {}: set aside in {}, "
              "out of the way of resume auto and pruning\n",
              fmt::join(shown, ", "), shown.size() == 1 ? "is" : "are",
              s.startStep > 0 ? fmt::format("at step {}", s.startStep) : std::string("from scratch"),
