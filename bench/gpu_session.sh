@@ -11,7 +11,8 @@
 #                validation and a checkpoint at step 10; resumed from it to step 20 the losses
 #                equal the uninterrupted run's; the merged checkpoint loads into the model (23 s);
 #                then with dropout 0.1 in fp32, recompute of every Block against the plain
-#                program: the losses equal (the replayed dropout masks; about 15 s more)
+#                program: the losses equal (the replayed dropout masks; about 15 s more,
+#                estimated from the CPU run's 24 s for the whole stage)
 #   throughput   bench/gpu_vs_eager.sh (nanoGPT gpt2, micro-batch 8): tokens/s, ratio, MFU
 #                in fp32, fp32 with TF32 matmuls and bf16 in both recipes (70 s with fp32 and
 #                one bf16 recipe; about 110 s with all four), then bf16 again with both sides'
