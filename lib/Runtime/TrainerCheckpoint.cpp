@@ -140,11 +140,7 @@ Status keepEarlierBest(TrainerState &s) {
   NNSC_RETURN_IF_ERROR(barrier(s, "finding checkpoints/best")); // rank 0 has recovered it
   if (!isCompleteCheckpoint(dir))
     return Status::ok();
-  std::string file = (fs::path(dir) / fmt::format("rank{}.json", s.env.rank)).string();
-  auto text = readFile(file);
-  if (!text)
-    return text.status();
-  auto meta = parseCheckpointMeta(*text, file);
+  auto meta = readCheckpointMeta(dir, s.env.rank);
   if (!meta)
     return meta.status();
   s.best = meta->best;
@@ -177,11 +173,7 @@ Status copyFileDurably(const fs::path &source, const fs::path &target) {
 bool bestIsThisRuns(const TrainerState &s) {
   if (!s.best)
     return false;
-  std::string file = (fs::path(bestCheckpointDir(s.config.runDir)) / "rank0.json").string();
-  auto text = readFile(file);
-  if (!text)
-    return false;
-  auto meta = parseCheckpointMeta(*text, file);
+  auto meta = readCheckpointMeta(bestCheckpointDir(s.config.runDir), 0);
   return meta && meta->best && meta->best->step == s.best->step &&
          meta->best->valLoss == s.best->valLoss;
 }
@@ -300,71 +292,56 @@ Status resumeTrainer(TrainerState &s) {
 
 namespace {
 
-// Every rank writes its part of the checkpoint of `step` into `dir`; rank 0
-// marks it complete once all have.
-Status writeCheckpoint(TrainerState &s, const std::string &dir, int64_t step, double lr) {
-  if (s.isLogger()) {
-    NNSC_RETURN_IF_ERROR(makeDirs(dir));
-    NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir)); // a stale one from an earlier run
-  }
-  // Copies' buffers differ since their last forward; the checkpoint holds
-  // copy 0's everywhere, so replicas agree and merge.
-  NNSC_RETURN_IF_ERROR(syncBuffersForCheckpoint(s));
-  NNSC_RETURN_IF_ERROR(barrier(s, "before writing"));
-  NNSC_RETURN_IF_ERROR(makeDirs(dir));
-  auto state = collectState(s, step, lr);
-  if (!state)
-    return state.status();
-  NNSC_RETURN_IF_ERROR(writeRankCheckpoint(dir, s.env.rank, *state));
-  NNSC_RETURN_IF_ERROR(barrier(s, "after writing"));
-  if (!s.isLogger())
-    return Status::ok();
-  return markCheckpointComplete(dir, step);
-}
-
-// True when `from`/rank{r}.json is the checkpoint of `step`.
+// True when `from` holds this rank's part of the checkpoint of `step`.
 bool holdsStep(const TrainerState &s, const std::string &from, int64_t step) {
-  std::string file = (fs::path(from) / fmt::format("rank{}.json", s.env.rank)).string();
-  auto text = readFile(file);
-  if (!text)
-    return false;
-  auto meta = parseCheckpointMeta(*text, file);
+  auto meta = readCheckpointMeta(from, s.env.rank);
   return meta && meta->step == step;
 }
 
-// The step checkpoint of the step whose checkpoints/best every rank has just written: the same
-// bytes, so each rank hard-links its files from best (copies them where the file system has no
-// hard links) instead of serializing its state again. Files are only ever replaced by rename,
-// never rewritten in place, so the two names stay independent: a later best or pruning removes
-// one and leaves the other whole. A rank that does not find best holding the step there (a
-// run_dir that is not one shared directory) writes its state as usual.
-Status linkCheckpoint(TrainerState &s, const std::string &from, const std::string &dir,
-                      int64_t step, double lr) {
-  if (s.isLogger()) {
-    NNSC_RETURN_IF_ERROR(makeDirs(dir));
-    NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir)); // a stale one from an earlier run
-  }
-  NNSC_RETURN_IF_ERROR(barrier(s, "before linking")); // rank 0 has put best.new in place
-  NNSC_RETURN_IF_ERROR(makeDirs(dir));
-  bool linked = holdsStep(s, from, step);
+// This rank's files of `from` in `dir`, as hard links (copies where the file system has no hard
+// links); false where `from` does not hold the checkpoint of `step` or neither works.
+bool linkRankFiles(const TrainerState &s, const std::string &from, const std::string &dir,
+                   int64_t step) {
+  if (!holdsStep(s, from, step))
+    return false;
   for (const char *ext : {"safetensors", "json"}) {
-    if (!linked)
-      break;
     std::string name = fmt::format("rank{}.{}", s.env.rank, ext);
     fs::path source = fs::path(from) / name, target = fs::path(dir) / name;
     std::error_code ec;
     fs::remove(target, ec);
     fs::create_hard_link(source, target, ec);
-    if (ec)
-      linked = copyFileDurably(source, target).isOk();
+    if (ec && !copyFileDurably(source, target).isOk())
+      return false;
   }
-  if (!linked) {
+  return true;
+}
+
+// Every rank writes its part of the checkpoint of `step` into `dir`; rank 0
+// marks it complete once all have. `linkFrom`: the checkpoints/best every rank has just written
+// for this step, the same bytes, so each rank links its files from there instead of
+// serializing its state again (and writes it where that fails: a run_dir that is not one shared
+// directory). Files are only ever replaced by rename, never rewritten in place, so the two
+// names stay independent: a later best or pruning removes one and leaves the other whole.
+Status writeCheckpoint(TrainerState &s, const std::string &dir, int64_t step, double lr,
+                       const std::string &linkFrom = {}) {
+  if (s.isLogger()) {
+    NNSC_RETURN_IF_ERROR(makeDirs(dir));
+    NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir)); // a stale one from an earlier run
+  }
+  // Copies' buffers differ since their last forward; the checkpoint holds
+  // copy 0's everywhere, so replicas agree and merge (best's write synced them already).
+  if (linkFrom.empty())
+    NNSC_RETURN_IF_ERROR(syncBuffersForCheckpoint(s));
+  // Also: rank 0 has put best in place.
+  NNSC_RETURN_IF_ERROR(barrier(s, "before writing"));
+  NNSC_RETURN_IF_ERROR(makeDirs(dir));
+  if (linkFrom.empty() || !linkRankFiles(s, linkFrom, dir, step)) {
     auto state = collectState(s, step, lr);
     if (!state)
       return state.status();
     NNSC_RETURN_IF_ERROR(writeRankCheckpoint(dir, s.env.rank, *state));
   }
-  NNSC_RETURN_IF_ERROR(barrier(s, "after linking"));
+  NNSC_RETURN_IF_ERROR(barrier(s, "after writing"));
   if (!s.isLogger())
     return Status::ok();
   return markCheckpointComplete(dir, step);
@@ -374,9 +351,8 @@ Status linkCheckpoint(TrainerState &s, const std::string &from, const std::strin
 
 Status saveCheckpoint(TrainerState &s, int64_t step, double lr, bool afterBest) {
   std::string dir = checkpointDir(s.config.runDir, step);
-  NNSC_RETURN_IF_ERROR(afterBest
-                           ? linkCheckpoint(s, bestCheckpointDir(s.config.runDir), dir, step, lr)
-                           : writeCheckpoint(s, dir, step, lr));
+  NNSC_RETURN_IF_ERROR(writeCheckpoint(
+      s, dir, step, lr, afterBest ? bestCheckpointDir(s.config.runDir) : std::string()));
   if (!s.isLogger())
     return Status::ok();
   return pruneCheckpoints(s.config.runDir, s.config.checkpoint.keepLast, step);
