@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build-asan
 [ "${NNSC_DEBIAN13:-0}" = 1 ] && dir=build/asan
-select=(-R '^(unit:|runtime:|golden$|hostile)')
+select=(-R '^(unit:|runtime:|golden-[0-9]+$|hostile)')
 (($#)) && select=("$@")
 NNSC_SKIP_BUILD=1 scripts/setup.sh
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
