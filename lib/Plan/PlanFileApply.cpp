@@ -158,6 +158,16 @@ Status PlanFileApplier::splitInputs() {
           in.pos, fmt::format("no graph input named '{}'; the inputs are: {}", in.name, names),
           file_.text));
     }
+    for (const InputRule &earlier : file_.inputs) {
+      if (&earlier == &in)
+        break;
+      if (earlier.name == in.name)
+        return Status::error(
+            formatErrorWithSnippet(in.pos,
+                                   fmt::format("input '{}' is split twice: here and at line {}",
+                                               in.name, earlier.pos.line),
+                                   file_.text));
+    }
     const ir::Tensor &t = graph_.tensor(*it);
     int num = in.num > 0 ? in.num : static_cast<int>(devices_.size());
     if (in.dim >= static_cast<int>(t.shape.size()) ||

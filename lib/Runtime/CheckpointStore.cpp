@@ -90,6 +90,17 @@ Expected<std::optional<std::string>> findResumeCheckpoint(const std::string &run
     return errorf("{}: error: checkpoint.resume names neither a checkpoint directory nor a merged "
                   "checkpoint file",
                   resume);
+  std::error_code ec;
+  fs::path root = fs::path(resume) / "checkpoints";
+  if (fs::path(resume).filename() == "checkpoints" ||
+      (fs::path(resume).filename().empty() &&
+       fs::path(resume).parent_path().filename() == "checkpoints"))
+    root = resume;
+  if (!isCompleteCheckpoint(resume) && fs::is_directory(root, ec) && !checkpointStep(resume))
+    return errorf("{}: error: checkpoint.resume names a run's directory, not one of its "
+                  "checkpoints: name one ({}/step-N, {}/best), or set run_dir to the run's "
+                  "directory and checkpoint.resume to auto (its newest)",
+                  resume, root.string(), root.string());
   if (!isCompleteCheckpoint(resume))
     return errorf("{}: error: checkpoint is incomplete (no COMPLETE marker); a run was "
                   "interrupted while writing it",
@@ -109,6 +120,29 @@ Status unmarkCheckpoint(const std::string &dir) {
   fs::remove(fs::path(dir) / kMarker, ec);
   if (ec)
     return errorf("{}: error: cannot remove the COMPLETE marker: {}", dir, ec.message());
+  return Status::ok();
+}
+
+Status removeRankFilesBeyond(const std::string &dir, int worldSize) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind("rank", 0) != 0)
+      continue;
+    char *digitsEnd = nullptr;
+    long long rank = std::strtoll(name.c_str() + 4, &digitsEnd, 10);
+    if (digitsEnd != name.c_str() + 4 && *digitsEnd == '.' && rank >= worldSize)
+      stale.push_back(it->path());
+  }
+  if (ec)
+    return errorf("{}: error: cannot list it: {}", dir, ec.message());
+  for (const fs::path &path : stale) {
+    fs::remove(path, ec);
+    if (ec)
+      return errorf("{}: error: cannot remove a file of an earlier, larger run: {}", path.string(),
+                    ec.message());
+  }
   return Status::ok();
 }
 

@@ -2,6 +2,8 @@
 // operations a backend lacks, and the process-global group registry.
 #include "nnsc/Runtime/Comm.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -281,12 +283,16 @@ std::string exceptionMessage(const std::exception &e) {
 
 std::string explainCommFailure(const std::string &raw, std::chrono::milliseconds timeout) {
   std::string first = raw.substr(0, raw.find('\n'));
-  if (first.find("timed out") != std::string::npos || first.find("Timed out") != std::string::npos)
-    return fmt::format("timed out after {} ms; a peer died or did not reach the same operation "
-                       "({})",
-                       timeout.count(), first);
-  if (first.find("timeout caused pair closure") != std::string::npos)
+  std::string lower = first;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  if (lower.find("timeout caused pair closure") != std::string::npos)
     return fmt::format("an earlier operation timed out and closed the connection ({})", first);
+  // Gloo says "Timed out ..." in its operations, "Socket Timeout" while connecting.
+  if (lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos)
+    return fmt::format("timed out after {} ms (comm_timeout_s); a peer died, never started or "
+                       "did not reach the same operation ({})",
+                       timeout.count(), first);
   if (first.find("closed by peer") != std::string::npos ||
       first.find("Connection reset") != std::string::npos ||
       first.find("Broken pipe") != std::string::npos)

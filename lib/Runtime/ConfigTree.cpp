@@ -14,8 +14,22 @@ SourcePos posOf(const std::string &path, const YAML::Node &n) {
 
 std::string scalarText(const YAML::Node &n) { return n.IsNull() ? std::string() : n.Scalar(); }
 
+// The config's keys nest three deep at most; a map deeper than this is a YAML alias that
+// contains itself (`a: &a {b: *a}`), which would recurse without end.
+constexpr int kMaxConfigDepth = 16;
+
+// A value's text after ${...} references, at most: a path or a name is far shorter, and
+// references that repeat one another grow tenfold a level (`a: ${b}${b}...`).
+constexpr size_t kMaxValueBytes = 64 * 1024;
+
 Status flattenInto(const YAML::Node &map, const std::string &prefix, const std::string &path,
-                   const std::string &text, FlatConfig &out) {
+                   const std::string &text, FlatConfig &out, int depth = 0) {
+  if (depth > kMaxConfigDepth)
+    return Status::error(formatErrorWithSnippet(
+        posOf(path, map),
+        fmt::format("maps nested more than {} deep under '{}' (an alias that contains itself?)",
+                    kMaxConfigDepth, prefix.substr(0, prefix.size() - 1)),
+        text));
   std::set<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
     // Copies: it-> returns a proxy whose pair dies at the end of this statement.
@@ -30,9 +44,15 @@ Status flattenInto(const YAML::Node &map, const std::string &prefix, const std::
                       prefix.empty() ? "" : " in '" + prefix.substr(0, prefix.size() - 1) + "'"),
           text));
     if (val.IsMap()) {
-      NNSC_RETURN_IF_ERROR(flattenInto(val, name + ".", path, text, out));
+      NNSC_RETURN_IF_ERROR(flattenInto(val, name + ".", path, text, out, depth + 1));
       continue;
     }
+    // The same key twice, once dotted (`optimizer.lr: 0.5`) and once in its section.
+    if (auto earlier = out.find(name); earlier != out.end())
+      return Status::error(formatErrorWithSnippet(
+          posOf(path, key),
+          fmt::format("'{}' is given twice: here and at line {}", name, earlier->second.pos.line),
+          text));
     ConfigValue v;
     v.pos = posOf(path, key);
     if (val.IsSequence()) {
@@ -130,6 +150,12 @@ private:
       if (!val)
         return val.status();
       out += *val;
+      if (out.size() > kMaxValueBytes)
+        return Status::error(
+            errorAtValue(config_[key],
+                         fmt::format("'{}' grows beyond {} KiB through its ${{...}} references",
+                                     key, kMaxValueBytes / 1024),
+                         text_));
       at = close + 1;
     }
     return out + s.substr(at);

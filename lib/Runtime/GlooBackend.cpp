@@ -337,8 +337,8 @@ createGlooBackend(const GroupInfo &group, const c10::intrusive_ptr<c10d::Store> 
         static_cast<int>(group.ranks.size()), opts);
     return std::shared_ptr<CommBackend>(std::make_shared<GlooBackend>(group, std::move(pg)));
   } catch (const std::exception &e) {
-    return Status::internal(fmt::format("cannot create gloo {} at rank {}: {}", group.describe(),
-                                        group.rank,
+    return Status::internal(fmt::format("cannot create the gloo context of {} at rank {}: {}",
+                                        group.describe(), group.rank,
                                         explainCommFailure(exceptionMessage(e), group.timeout)));
   }
 }

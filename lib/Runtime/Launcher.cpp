@@ -4,11 +4,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -41,21 +43,51 @@ static_assert(std::atomic<int>::is_always_lock_free);
 
 void onForwardSignal(int sig) { gForwardSignal = sig; }
 
-void writeAllFd(int fd, const std::string &s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return;
-    done += size_t(n);
+// What the launcher writes to its stdout or stderr (the workers' lines and its own messages),
+// queued and written only as far as the reader takes it without blocking: a write of at most
+// PIPE_BUF bytes once poll says the file takes more. A stalled reader (a terminal on hold, a
+// pipe nobody drains) then never keeps the launcher from reaping its workers, forwarding
+// signals or stopping the job; past kMaxQueued bytes it stops reading the workers' pipes, so
+// that they wait on their writes as they would on a blocked file of their own.
+struct Sink {
+  int fd = -1;
+  std::string queued;
+  bool broken = false; ///< the reader is gone (EPIPE and the like): output goes nowhere
+
+  static constexpr size_t kMaxQueued = size_t(1) << 20;
+
+  void add(std::string_view text) {
+    if (!broken)
+      queued.append(text);
   }
-}
+
+  // Writes what the file takes now, PIPE_BUF bytes at a time; true when it took any.
+  bool writeSome() {
+    bool wrote = false;
+    for (int chunk = 0; chunk < 64 && !queued.empty() && !broken; ++chunk) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, 0) > 0 && (p.revents & POLLNVAL)) { // a closed stdout
+        broken = true;
+        queued.clear();
+      }
+      if (broken || !(p.revents & (POLLOUT | POLLERR | POLLHUP)))
+        break;
+      ssize_t n = ::write(fd, queued.data(), std::min<size_t>(queued.size(), PIPE_BUF));
+      if (n > 0) {
+        queued.erase(0, size_t(n));
+        wrote = true;
+      } else if (n < 0 && errno != EINTR && errno != EAGAIN) {
+        broken = true;
+        queued.clear();
+      }
+    }
+    return wrote;
+  }
+};
 
 struct Stream {
   int fd = -1;
-  int outFd = STDOUT_FILENO; ///< where its lines go
+  int outFd = STDOUT_FILENO; ///< where its lines go (the launcher's stdout or stderr)
   std::string prefix;
   std::string pending; ///< an unfinished line
 };
@@ -84,14 +116,14 @@ public:
     PortReservation reserved;
     int port = opts_.masterPort ? opts_.masterPort : reserved.port();
     if (port == 0) {
-      fmt::print(stderr, "{}: error: cannot reserve a TCP port on 127.0.0.1 for the rendezvous: {}\n",
-                 opts_.name, std::strerror(errno));
+      say("{}: error: cannot reserve a TCP port on 127.0.0.1 for the rendezvous: {}\n", opts_.name,
+          std::strerror(errno));
+      drainOutput();
       return 2;
     }
     for (int r = 0; r < opts_.nprocPerNode; ++r)
       if (!spawn(r, port)) {
-        fmt::print(stderr, "{}: error: cannot start rank {}: {}\n", opts_.name, r,
-                   std::strerror(errno));
+        say("{}: error: cannot start rank {}: {}\n", opts_.name, r, std::strerror(errno));
         beginShutdown();
         exitCode_ = 2;
         break;
@@ -99,13 +131,13 @@ public:
     while (anyRunning() || anyOpenStream()) {
       pump(anyRunning() ? 100 : 10);
       if (int sig = stopping_ ? 0 : gForwardSignal.exchange(0)) {
-        fmt::print(stderr, "{}: {} forwarded to the workers\n", opts_.name,
-                   sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+        say("{}: {} forwarded to the workers\n", opts_.name,
+            sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
         killAll(sig);
       }
       if (gStopSignal && !stopping_) {
-        fmt::print(stderr, "{}: error: received signal {}; stopping workers\n", opts_.name,
-                   int(gStopSignal));
+        say("{}: received signal {}; stopping the workers\n", opts_.name, int(gStopSignal));
+        stopSignal_ = gStopSignal;
         exitCode_ = 2;
         beginShutdown();
       }
@@ -117,6 +149,18 @@ public:
         break; // a grandchild may hold a pipe open; do not wait for it
     }
     flushPending();
+    // Stopped by a signal: a job whose every worker then exited 0 (checkpoint.on_signal: they
+    // saved their step) ended as asked.
+    if (stopSignal_ && exitCode_ == 2 &&
+        std::all_of(workers_.begin(), workers_.end(), [](const Worker &w) {
+          return !w.running && WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+        })) {
+      say("{}: every worker stopped on signal {} and exited 0\n", opts_.name, stopSignal_);
+      exitCode_ = 0;
+    } else if (stopSignal_) {
+      say("{}: error: stopped on signal {}\n", opts_.name, stopSignal_);
+    }
+    drainOutput();
     return exitCode_;
   }
 
@@ -132,11 +176,14 @@ private:
     int outPipe[2], errPipe[2];
     if (::pipe2(outPipe, O_CLOEXEC) != 0 || ::pipe2(errPipe, O_CLOEXEC) != 0)
       return false;
+    const pid_t launcher = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0)
       return false;
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM); // die with the launcher
+      if (::getppid() != launcher)        // which died before that took effect
+        ::_exit(1);
       ::dup2(outPipe[1], STDOUT_FILENO);
       ::dup2(errPipe[1], STDERR_FILENO);
       ::execve(opts_.executable.c_str(), argv.data(), envp.data());
@@ -185,15 +232,31 @@ private:
     return out;
   }
 
+  template <typename... Args> void say(fmt::format_string<Args...> format, Args &&...args) {
+    sinkOf(STDERR_FILENO).add(fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  Sink &sinkOf(int fd) { return fd == STDERR_FILENO ? err_ : out_; }
+
+  bool backlogged() const { return out_.queued.size() + err_.queued.size() > Sink::kMaxQueued; }
+
+  // One pass: the workers' pipes read (unless the output is backlogged) and what is queued
+  // written as far as the files take it, waiting at most timeoutMs for either.
   void pump(int timeoutMs) {
     std::vector<pollfd> fds;
-    std::vector<Stream *> streams;
-    for (auto &w : workers_)
-      for (Stream *s : {&w.out, &w.err})
-        if (s->fd >= 0) {
-          fds.push_back({s->fd, POLLIN, 0});
-          streams.push_back(s);
-        }
+    std::vector<Stream *> streams; // nullptr: fds[i] is a sink's
+    if (!backlogged())
+      for (auto &w : workers_)
+        for (Stream *s : {&w.out, &w.err})
+          if (s->fd >= 0) {
+            fds.push_back({s->fd, POLLIN, 0});
+            streams.push_back(s);
+          }
+    for (Sink *sink : {&out_, &err_})
+      if (!sink->queued.empty()) {
+        fds.push_back({sink->fd, POLLOUT, 0});
+        streams.push_back(nullptr);
+      }
     if (fds.empty()) {
       ::usleep(timeoutMs * 1000);
       return;
@@ -201,8 +264,27 @@ private:
     if (::poll(fds.data(), fds.size(), timeoutMs) <= 0)
       return;
     for (size_t i = 0; i < fds.size(); ++i)
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
+      if (streams[i] && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
         readFrom(*streams[i]);
+    out_.writeSome();
+    err_.writeSome();
+  }
+
+  // At the end: what is queued, written however slowly the reader takes it, unless a stop
+  // signal has come (before or now): then a reader that takes nothing for 2 s is given up on.
+  void drainOutput() {
+    auto progress = Clock::now();
+    while (!(out_.queued.empty() && err_.queued.empty())) {
+      pollfd fds[2] = {{out_.fd, short(out_.queued.empty() ? 0 : POLLOUT), 0},
+                       {err_.fd, short(err_.queued.empty() ? 0 : POLLOUT), 0}};
+      ::poll(fds, 2, 100);
+      bool wrote = out_.writeSome();
+      wrote = err_.writeSome() || wrote;
+      if (wrote)
+        progress = Clock::now();
+      else if (gStopSignal && Clock::now() - progress > std::chrono::seconds(2))
+        return;
+    }
   }
 
   void readFrom(Stream &s) {
@@ -214,7 +296,7 @@ private:
       ::close(s.fd);
       s.fd = -1;
       if (!s.pending.empty())
-        writeAllFd(s.outFd, s.prefix + s.pending + "\n");
+        sinkOf(s.outFd).add(s.prefix + s.pending + "\n");
       s.pending.clear();
       return;
     }
@@ -225,7 +307,7 @@ private:
       lines += s.prefix + s.pending.substr(0, nl + 1);
       s.pending.erase(0, nl + 1);
     }
-    writeAllFd(s.outFd, lines);
+    sinkOf(s.outFd).add(lines);
   }
 
   // Workers that ended since the last pass. When several failed at once, a
@@ -244,8 +326,7 @@ private:
         // It refused its input after a peer had already failed for that
         // reason (the peer's collective lost it first): the input is what
         // was wrong, and the job's exit code says so.
-        fmt::print(stderr, "{}: error: rank {} died ({})\n", opts_.name, w.rank,
-                   describeStatus(w.status));
+        say("{}: error: rank {} died ({})\n", opts_.name, w.rank, describeStatus(w.status));
         exitCode_ = 1;
       }
     }
@@ -257,9 +338,7 @@ private:
     std::stable_sort(failedNow.begin(), failedNow.end(),
                      [&](const Worker *a, const Worker *b) { return badInput(a) && !badInput(b); });
     for (const Worker *w : failedNow)
-      fmt::print(stderr, "{}: error: rank {} died ({})\n", opts_.name, w->rank,
-                 describeStatus(w->status));
-    std::fflush(stderr);
+      say("{}: error: rank {} died ({})\n", opts_.name, w->rank, describeStatus(w->status));
     if (!failedNow.empty()) {
       exitCode_ = badInput(failedNow.front()) ? 1 : 2;
       // A failed collective often means a peer is on its way out for a
@@ -312,7 +391,7 @@ private:
     for (auto &w : workers_)
       for (Stream *s : {&w.out, &w.err}) {
         if (!s->pending.empty())
-          writeAllFd(s->outFd, s->prefix + s->pending + "\n");
+          sinkOf(s->outFd).add(s->prefix + s->pending + "\n");
         if (s->fd >= 0)
           ::close(s->fd);
         s->fd = -1;
@@ -321,6 +400,8 @@ private:
 
   const LaunchOptions &opts_;
   std::vector<Worker> workers_;
+  Sink out_{STDOUT_FILENO}, err_{STDERR_FILENO};
+  int stopSignal_ = 0; ///< the SIGTERM or SIGINT that stopped the job, 0 none
   bool stopping_ = false;
   int exitCode_ = 0;
   static constexpr int kSettleMs = 1000;

@@ -23,6 +23,23 @@ int fail(const Status &st, std::ostream &err) {
   return static_cast<int>(st.kind());
 }
 
+// nnsc-run's launcher starts one machine's workers. Run as one task of another launcher's job
+// (torchrun, mpirun, srun with more than one task), every task would start a job of its own,
+// all of them in the same run_dir.
+Status checkNotOneTaskOfMany() {
+  for (const char *var :
+       {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+    const char *value = std::getenv(var);
+    if (value && std::atoll(value) > 1)
+      return errorf("command line: error: --nproc-per-node starts the workers of one machine, "
+                    "and this process is one of {} tasks of another launcher ({}={}): each "
+                    "would start a job of its own in the same run_dir. Drop --nproc-per-node "
+                    "and let that launcher start one task per worker",
+                    value, var, value);
+  }
+  return Status::ok();
+}
+
 // Replaces this process with its own command again (its environment as set
 // now); returns only when that fails, after a warning.
 void runAgain(const std::vector<std::string> &args, std::ostream &out, std::ostream &err) {
@@ -82,6 +99,8 @@ int runCommand(const RunOptions &o, std::ostream &out, std::ostream &err) {
   }
   const bool passive = setPassiveOmpWait(*config);
   if (o.nprocPerNode > 0) {
+    if (Status nested = checkNotOneTaskOfMany(); !nested.isOk())
+      return fail(nested, err);
     LaunchOptions launch; // its workers inherit the environment
     launch.nprocPerNode = o.nprocPerNode;
     launch.executable = selfExecutable();

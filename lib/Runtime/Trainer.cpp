@@ -320,10 +320,18 @@ public:
       if (*wrote && pending_.empty())
         last_ = read_ = Clock::now(); // writing the profile is no step's time
       if (!stop.empty()) {
+        // A scheduler that requeues the command must find it continuing, not starting over.
+        const std::string &resume = s_.config.checkpoint.resume;
         if (s_.isLogger())
           out_ << fmt::format("nnsc-run: stopped after step {} of {} {}; its checkpoint is "
-                              "saved: the same command resumes from it",
-                              r.step, t.steps, stop)
+                              "saved: {}",
+                              r.step, t.steps, stop,
+                              resume == "auto"
+                                  ? std::string("the same command resumes from it")
+                                  : fmt::format("the same command would not resume from it "
+                                                "(checkpoint.resume is {}): "
+                                                "--checkpoint.resume=auto does",
+                                                resume))
                << std::endl;
         return Status::ok();
       }

@@ -87,8 +87,14 @@ Status restoreShards(TrainerState &s, const RankState &st, const std::string &di
   for (size_t i = 0; i < s.shards.size(); ++i) {
     const std::string &name = s.shardInfo[i].localName;
     auto it = st.shards.find(name);
-    if (it == st.shards.end() || it->second.sizes() != s.shards[i].sizes())
+    if (it == st.shards.end())
       return errorf("{}: error: rank {} lacks shard '{}' of shape [{}]", dir, s.env.rank, name,
+                    fmt::join(s.shards[i].sizes(), ", "));
+    if (it->second.sizes() != s.shards[i].sizes())
+      return errorf("{}: error: rank {}'s shard '{}' is [{}] there and [{}] in this program: the "
+                    "checkpoint was written under another plan (nnsc-merge-ckpt merges it into "
+                    "a file that any plan resumes from)",
+                    dir, s.env.rank, name, fmt::join(it->second.sizes(), ", "),
                     fmt::join(s.shards[i].sizes(), ", "));
     setShardValue(s, i, it->second);
   }
@@ -133,21 +139,47 @@ int64_t optimizerStateBytes(const TrainerState &s) {
 
 namespace {
 
-// checkpoint.save_best with nothing to resume: the best an earlier run left in run_dir stays
-// the one to beat (else that run's first validation would replace it).
-Status keepEarlierBest(TrainerState &s) {
-  std::string dir = bestCheckpointDir(s.config.runDir);
-  NNSC_RETURN_IF_ERROR(barrier(s, "finding checkpoints/best")); // rank 0 has recovered it
-  if (!isCompleteCheckpoint(dir))
+// checkpoint.save_best: a best in checkpoints/best lower than the one this run resumed with
+// stays the one to beat (else this run would overwrite it with a worse one): an earlier run's
+// where there is nothing to resume, or one written after the checkpoint this run continues,
+// whose steps the run replays without the promise of the same losses (another config, cuda
+// kernels that are not deterministic). Rank 0 reads it and every rank takes its answer (one
+// broadcast): all must agree on when a validation makes a new best, whatever world size wrote
+// best and wherever run_dir lies.
+Status keepLowerBest(TrainerState &s) {
+  const std::string dir = bestCheckpointDir(s.config.runDir);
+  std::optional<CheckpointMeta::BestValidation> kept;
+  if (s.isLogger() && isCompleteCheckpoint(dir)) {
+    auto meta = readCheckpointMeta(dir, 0);
+    if (!meta)
+      return meta.status();
+    if (meta->best && (!s.best || meta->best->valLoss < s.best->valLoss))
+      kept = meta->best;
+  }
+  std::vector<at::Tensor> answer{
+      at::tensor({kept ? 1.0 : 0.0, kept ? double(kept->step) : 0.0, kept ? kept->valLoss : 0.0},
+                 at::TensorOptions().dtype(at::kDouble))};
+  answer[0] = answer[0].to(s.device); // NCCL carries cuda tensors only
+  Status st = s.comm->world().broadcast(answer, 0)->wait();
+  if (!st.isOk())
+    return st.withContext(fmt::format("agreeing on the best to beat in {}", dir));
+  at::Tensor got = answer[0].cpu();
+  if (got[0].item<double>() == 0)
     return Status::ok();
-  auto meta = readCheckpointMeta(dir, s.env.rank);
-  if (!meta)
-    return meta.status();
-  s.best = meta->best;
-  if (s.best && s.isLogger())
+  auto previous = s.best;
+  s.best = CheckpointMeta::BestValidation{int64_t(got[1].item<double>()), got[2].item<double>()};
+  if (!s.isLogger())
+    return Status::ok();
+  if (s.resumedFrom.empty())
     fmt::print("nnsc-run: {} holds step {} of an earlier run (val loss {:.4f}): a new best "
                "must be lower\n",
                dir, s.best->step, s.best->valLoss);
+  else
+    fmt::print("nnsc-run: {} holds step {} (val loss {:.4f}), lower than the best {} recorded "
+               "({}): it stays the one to beat\n",
+               dir, s.best->step, s.best->valLoss, s.resumedFrom,
+               previous ? fmt::format("step {}, {:.4f}", previous->step, previous->valLoss)
+                        : std::string("none"));
   return Status::ok();
 }
 
@@ -243,6 +275,25 @@ Status setAsideOtherHistory(TrainerState &s) {
   return Status::ok();
 }
 
+// resume auto with no checkpoint to resume: the records of an earlier run that saved none (it
+// crashed, or had checkpoint.every 0) would be emptied out of the metrics file by this run's
+// start; a copy of it goes to checkpoints/superseded-<K> first.
+Status setAsideEarlierMetrics(TrainerState &s) {
+  const std::string &metrics = s.config.metrics;
+  if (!metricsBeyond(metrics, -1))
+    return Status::ok();
+  auto target = setAsideCheckpoints(s.config.runDir, {});
+  if (!target)
+    return target.status();
+  fs::path copy = fs::path(*target) / fs::path(metrics).filename();
+  NNSC_RETURN_IF_ERROR(
+      copyFileDurably(metrics, copy).withContext("setting an earlier run's metrics aside"));
+  fmt::print("nnsc-run: {} holds the records of an earlier run that left no step checkpoint to "
+             "resume: a copy set aside in {}; this run starts it anew\n",
+             metrics, *target);
+  return Status::ok();
+}
+
 Status restoreTrainer(TrainerState &s) {
   if (isMergedCheckpointFile(s.config.checkpoint.resume))
     return resumeFromMerged(s, s.config.checkpoint.resume);
@@ -279,15 +330,18 @@ Status restoreTrainer(TrainerState &s) {
 
 Status resumeTrainer(TrainerState &s) {
   const CheckpointConfig &c = s.config.checkpoint;
-  if (c.saveBest == "true" && s.isLogger()) // a run stopped while replacing it
+  if (s.isLogger()) // a run stopped while replacing best
     NNSC_RETURN_IF_ERROR(recoverDirectory(bestCheckpointDir(s.config.runDir)));
+  // Every rank may read best next (checkpoint.resume naming it): rank 0 has recovered it.
+  NNSC_RETURN_IF_ERROR(barrier(s, "finding checkpoints/best"));
   NNSC_RETURN_IF_ERROR(restoreTrainer(s));
-  // resume auto continues the newest checkpoint: its history is this run's (a best it has not
-  // recorded is one it wrote after that checkpoint and will write again). Finding none, it
-  // starts the first, and a best left by an earlier run stays the one to beat.
-  if (c.resume == "auto")
-    return s.resumedFrom.empty() && c.saveBest == "true" ? keepEarlierBest(s) : Status::ok();
-  return setAsideOtherHistory(s);
+  // resume auto continues the newest checkpoint: its history is this run's. Finding none, it
+  // starts the first, and the records an earlier run left in the metrics file go aside.
+  if (c.resume != "auto")
+    NNSC_RETURN_IF_ERROR(setAsideOtherHistory(s));
+  else if (s.resumedFrom.empty() && s.isLogger())
+    NNSC_RETURN_IF_ERROR(setAsideEarlierMetrics(s));
+  return c.saveBest == "true" ? keepLowerBest(s) : Status::ok();
 }
 
 namespace {
@@ -327,6 +381,7 @@ Status writeCheckpoint(TrainerState &s, const std::string &dir, int64_t step, do
   if (s.isLogger()) {
     NNSC_RETURN_IF_ERROR(makeDirs(dir));
     NNSC_RETURN_IF_ERROR(unmarkCheckpoint(dir)); // a stale one from an earlier run
+    NNSC_RETURN_IF_ERROR(removeRankFilesBeyond(dir, s.env.worldSize)); // and a larger one's
   }
   // Copies' buffers differ since their last forward; the checkpoint holds
   // copy 0's everywhere, so replicas agree and merge (best's write synced them already).

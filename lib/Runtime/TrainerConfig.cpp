@@ -249,6 +249,18 @@ Status checkCrossKeys(const TrainerConfig &c) {
   if (c.data.kind == "synthetic" && c.data.vocabSize <= 0)
     return err("data.vocab_size",
                "'data.vocab_size' must be positive when data.kind is 'synthetic'");
+  // Empty, ${run_dir}/metrics.jsonl would be /metrics.jsonl.
+  for (const auto &[key, value] :
+       {std::pair{"run_dir", &c.runDir}, std::pair{"metrics", &c.metrics}})
+    if (value->empty())
+      return err(key, fmt::format("'{}' is empty: name a path", key));
+  if (c.profile.enabled() && c.profile.dir.empty())
+    return err("profile.dir", "'profile.dir' is empty: name a directory for the profiles");
+  if (c.lrSchedule.name == "cosine" && c.lrSchedule.minLr > c.optimizer.lr)
+    return err("lr_schedule.min_lr",
+               fmt::format("lr_schedule.min_lr ({}) is above optimizer.lr ({}): the cosine "
+                           "schedule decays from optimizer.lr down to min_lr",
+                           c.lrSchedule.minLr, c.optimizer.lr));
   if (c.backend == "nccl" && c.device != "cuda")
     return err("backend", "backend 'nccl' needs device 'cuda'");
   if (c.backend == "gloo" && c.device == "cuda")

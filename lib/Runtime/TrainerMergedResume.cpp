@@ -1,6 +1,7 @@
 // Resuming a trainer worker from a merged checkpoint (nnsc-merge-ckpt's
 // FILE.pt and FILE.optim.pt) under whatever plan this job runs: every shard
 // and optimizer state is cut from the whole tensors, checked first.
+#include <cmath>
 #include <filesystem>
 
 #include <ATen/ATen.h>
@@ -53,7 +54,11 @@ Expected<int64_t> scalarOf(const TensorMap &file, const std::string &path, const
   auto it = file.find(key);
   if (it == file.end() || it->second.numel() != 1)
     return errorf("{}: error: no '{}' (is it nnsc-merge-ckpt's FILE.optim.pt?)", path, key);
-  return it->second.item<int64_t>();
+  double value = it->second.item<double>();
+  if (!std::isfinite(value) || value != std::floor(value) || value < 0 || value > 9.0e15)
+    return errorf("{}: error: '{}' is {}, not a step (a whole number, 0 or more)", path, key,
+                  value);
+  return it->second.to(at::kLong).item<int64_t>();
 }
 
 // Every shard's new value, checked against the model before any is written.

@@ -9,6 +9,7 @@
 //   nnsc-plan --print plan.pb [--graph GRAPH.pb]
 // Cost model (docs/cost-model.md): [--cluster C.yaml | --device D.yaml [--comm T.yaml]
 //   [--devices-per-node N]] [--optimizer adamw] [--precision fp32|bf16|fp16]
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -93,7 +94,7 @@ nnsc::Expected<double> parseBytes(const std::string &text) {
   try {
     size_t used = 0;
     double v = std::stod(number, &used);
-    if (used == number.size() && v > 0)
+    if (used == number.size() && v > 0 && std::isfinite(v * scale))
       return v * scale;
   } catch (const std::exception &) {
   }
@@ -153,12 +154,14 @@ static int toolMain(int argc, char **argv) {
       "--zero-ngroups", opts.zeroNgroups,
       "ZeRO inside N blocks of runtime-ngpus/N consecutive ranks (a node, say), replicated "
       "over the blocks: the parameter all-gather stays in a block (docs/zero.md; default 1)");
-  app.add_option("--recompute", recomputeText,
-                 "autodist: auto (the default: the fewest repeated blocks that make the plan fit), "
-                 "none, or module classes (Block,LlamaDecoderLayer)");
-  app.add_option("--mem-limit", memLimitText,
-                 "autodist: bytes per device a plan may use (60GiB; default 80% of the device's "
-                 "memory)");
+  auto *recomputeOpt = app.add_option(
+      "--recompute", recomputeText,
+      "autodist: auto (the default: the fewest repeated blocks that make the plan fit), "
+      "none, or module classes (Block,LlamaDecoderLayer)");
+  auto *memLimitOpt = app.add_option(
+      "--mem-limit", memLimitText,
+      "autodist: bytes per device a plan may use (60GiB; default 80% of the device's "
+      "memory)");
   app.add_flag("--solve-each-layer", eachLayer,
                "autodist: search every layer on its own (layers may differ; slower) instead of "
                "solving the repeated blocks once");
@@ -166,21 +169,24 @@ static int toolMain(int argc, char **argv) {
   app.add_flag("--whole-graph", wholeGraph,
                "autodist: build, solve and price every configuration on the whole graph (slower "
                "with depth) instead of on a few of its repeated layers standing for the rest");
-  app.add_option("--pipeline", pipelineText,
-                 "autodist: pipeline stages: auto (also try every stage count the devices and "
-                 "layers allow, beside none) or a number S; the stages' devices, cuts and plans "
-                 "are searched (--schedule, --virtual-stages, --pipeline-pivots apply)");
-  app.add_option("--global-batch", globalBatch,
-                 "autodist: samples per optimizer step over all copies, in traced micro-batches: "
-                 "a configuration of dp copies runs global/dp micro-batches per copy (default: "
-                 "--micro-batches per copy)");
+  auto *pipelineOpt = app.add_option(
+      "--pipeline", pipelineText,
+      "autodist: pipeline stages: auto (also try every stage count the devices and "
+      "layers allow, beside none) or a number S; the stages' devices, cuts and plans "
+      "are searched (--schedule, --virtual-stages, --pipeline-pivots apply)");
+  auto *globalBatchOpt = app.add_option(
+      "--global-batch", globalBatch,
+      "autodist: samples per optimizer step over all copies, in traced micro-batches: "
+      "a configuration of dp copies runs global/dp micro-batches per copy (default: "
+      "--micro-batches per copy)");
   bool ilpCheck = false;
   app.add_flag("--ilp-check", ilpCheck,
                "autodist: also solve every problem with CBC's integer program and compare the "
                "optima (slow; with --solve-each-layer every problem is compared)");
-  app.add_option("--constraints", constraintsPath,
-                 "autodist: a constraints file (YAML; docs/autodist.md): the splits each op may "
-                 "take");
+  auto *constraintsOpt = app.add_option(
+      "--constraints", constraintsPath,
+      "autodist: a constraints file (YAML; docs/autodist.md): the splits each op may "
+      "take");
   auto *out = app.add_option("-o,--out", outputs.plan, "where to write plan.pb");
   auto *savePlanFile = app.add_option(
       "--save-plan-file", outputs.planFile,
@@ -193,12 +199,13 @@ static int toolMain(int argc, char **argv) {
   app.add_option("--graph", graphOverride, "with --print PLAN.pb: the graph it was made for");
   app.add_flag("--print", print, "print the plan's text form");
   CostFlags cf;
-  app.add_option("--cluster", cf.cluster,
-                 "cluster file: device spec, devices per node, comm table");
-  app.add_option("--device", cf.device, "device spec (configs/devices/*.yaml)");
-  app.add_option("--comm", cf.comm, "communication table (configs/comm/*.yaml)");
-  app.add_option("--devices-per-node", cf.devicesPerNode, "with --device: ranks per node")
-      ->default_val(8);
+  auto *clusterOpt = app.add_option("--cluster", cf.cluster,
+                                    "cluster file: device spec, devices per node, comm table");
+  auto *deviceOpt = app.add_option("--device", cf.device, "device spec (configs/devices/*.yaml)");
+  auto *commOpt = app.add_option("--comm", cf.comm, "communication table (configs/comm/*.yaml)");
+  auto *perNodeOpt =
+      app.add_option("--devices-per-node", cf.devicesPerNode, "with --device: ranks per node")
+          ->default_val(8);
   app.add_option("--optimizer", cf.optimizer, "memory/step model: sgd, momentum, adam, adamw")
       ->default_val("adamw");
   app.add_option("--precision", cf.precision,
@@ -209,6 +216,31 @@ static int toolMain(int argc, char **argv) {
   NNSC_PARSE(app, argc, argv);
   if (seedOpt->count())
     opts.seed = seed;
+  // Given on the command line, an empty value is a mistake, never "not given".
+  for (CLI::Option *o : {zero, recomputeOpt, memLimitOpt, pipelineOpt, constraintsOpt, planNgpus,
+                         clusterOpt, deviceOpt, commOpt})
+    if (o->count() && o->as<std::string>().empty()) {
+      std::cerr << "error: " << o->get_name() << " is empty; expected a value\n";
+      return 1;
+    }
+  // A cluster file names its device, comm table and devices per node: a flag beside it would
+  // be dropped without a word.
+  for (CLI::Option *o : {deviceOpt, commOpt, perNodeOpt})
+    if (o->count() && clusterOpt->count()) {
+      std::cerr << "error: " << o->get_name() << " with --cluster: the cluster file names the "
+                << "device spec, the comm table and the devices per node; pass one or the "
+                << "other\n";
+      return 1;
+    }
+  if (perNodeOpt->count() && !deviceOpt->count()) {
+    std::cerr << "error: --devices-per-node needs --device (the spec it lays out)\n";
+    return 1;
+  }
+  if (zeroNgroups->count() && opts.zeroNgroups < 1) {
+    std::cerr << "error: impossible --zero-ngroups " << opts.zeroNgroups
+              << "; expected a positive number of blocks\n";
+    return 1;
+  }
   bool autodist = opts.policy == "autodist";
   using Flag = std::tuple<const char *, std::string *, int *>;
   for (auto [flag, text, target] :
@@ -245,7 +277,7 @@ static int toolMain(int argc, char **argv) {
   }
   if (opts.planNgpus < 0) // auto
     opts.planNgpus = 0;
-  if (globalBatch != 0 && (!autodist || globalBatch < 1 || globalBatch > 1 << 20)) {
+  if (globalBatchOpt->count() && (!autodist || globalBatch < 1 || globalBatch > 1 << 20)) {
     std::cerr << (autodist ? nnsc::errorf("error: impossible --global-batch {}; expected 1 to {}",
                                           globalBatch, 1 << 20)
                                  .message()
@@ -362,6 +394,15 @@ static int toolMain(int argc, char **argv) {
       auto bytes = parseBytes(memLimitText);
       if (!bytes) {
         std::cerr << bytes.status().message() << '\n';
+        return 1;
+      }
+      if (*cluster && *bytes > (*cluster)->device.memoryBytes) {
+        std::cerr << nnsc::errorf("error: --mem-limit {} is above the memory of a device of "
+                                  "{} ({:.1f} GiB): no plan could use it",
+                                  memLimitText, (*cluster)->device.name,
+                                  (*cluster)->device.memoryBytes / double(1 << 30))
+                         .message()
+                  << '\n';
         return 1;
       }
       ad.memLimit = *bytes;

@@ -42,6 +42,12 @@ Status markCheckpointComplete(const std::string &dir, int64_t step);
 /// Removes `dir`'s COMPLETE marker, if any, before the directory is rewritten.
 Status unmarkCheckpoint(const std::string &dir);
 
+/// Removes from `dir` the files of ranks `worldSize` and above (rank<N>.json,
+/// rank<N>.safetensors and their temporaries): what an interrupted checkpoint of a larger world
+/// left there, which this world's checkpoint of the same name would otherwise carry along (and
+/// nnsc-merge-ckpt refuse).
+Status removeRankFilesBeyond(const std::string &dir, int worldSize);
+
 /// Deletes complete checkpoints older than the newest `keepLast` (0 keeps
 /// all) and incomplete ones older than `newestStep`. Call only after the
 /// newest checkpoint is complete.
