@@ -14,6 +14,7 @@ while [ ! -e "$run/checkpoints/step-$step/COMPLETE" ]; do
   sleep 0.1
 done
 if [ "$who" = launcher ]; then target=$launcher; else target=$(pgrep -P $launcher | tail -n 1); fi
+workers=$(pgrep -P $launcher)
 start=$(date +%s)
 kill -s "$sig" "$target"
 i=0
@@ -24,4 +25,6 @@ done
 wait $launcher
 rc=$?
 echo "launcher exit status $rc after $(( $(date +%s) - start )) s"
-echo "workers left: $(pgrep -P $launcher | wc -l)"
+left=0 # the workers are the init process's children by now: each looked up by its pid
+for w in $workers; do kill -0 "$w" 2>/dev/null && left=$((left + 1)); done
+echo "workers left: $left"
