@@ -149,21 +149,29 @@ namespace {
 Status keepLowerBest(TrainerState &s) {
   const std::string dir = bestCheckpointDir(s.config.runDir);
   std::optional<CheckpointMeta::BestValidation> kept;
+  Status read = Status::ok(); // rank 0's; the others learn of a failure from the broadcast
   if (s.isLogger() && isCompleteCheckpoint(dir)) {
     auto meta = readCheckpointMeta(dir, 0);
     if (!meta)
-      return meta.status();
-    if (meta->best && (!s.best || meta->best->valLoss < s.best->valLoss))
+      read = meta.status();
+    else if (meta->best && (!s.best || meta->best->valLoss < s.best->valLoss))
       kept = meta->best;
   }
+  // [0 nothing lower, 1 kept, 2 rank 0 could not read it; its step; its loss]
   std::vector<at::Tensor> answer{
-      at::tensor({kept ? 1.0 : 0.0, kept ? double(kept->step) : 0.0, kept ? kept->valLoss : 0.0},
+      at::tensor({!read.isOk() ? 2.0
+                  : kept       ? 1.0
+                               : 0.0,
+                  kept ? double(kept->step) : 0.0, kept ? kept->valLoss : 0.0},
                  at::TensorOptions().dtype(at::kDouble))};
   answer[0] = answer[0].to(s.device); // NCCL carries cuda tensors only
   Status st = s.comm->world().broadcast(answer, 0)->wait();
   if (!st.isOk())
     return st.withContext(fmt::format("agreeing on the best to beat in {}", dir));
   at::Tensor got = answer[0].cpu();
+  if (got[0].item<double>() == 2)
+    return s.isLogger() ? read
+                        : errorf("{}: error: rank 0 could not read the best to beat there", dir);
   if (got[0].item<double>() == 0)
     return Status::ok();
   auto previous = s.best;
