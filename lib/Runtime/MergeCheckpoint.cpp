@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -77,8 +78,11 @@ Status checkPiece(const ShardPiece &p, const ShardPiece &first) {
             (s.blocks.empty() || s.blocks.size() == s.fullShape.size());
   for (size_t d = 0; ok && d < s.fullShape.size(); ++d) {
     int64_t b = blocksOf(s, d);
-    ok = b >= 1 && s.fullShape[d] % b == 0 && s.start[d] >= 0 && s.start[d] < s.stop[d] &&
-         s.stop[d] <= s.fullShape[d] / b && p.value.size(d) == (s.stop[d] - s.start[d]) * b;
+    // A dimension of size 0 (a parameter with no elements) has the one slice [0:0].
+    bool empty = s.fullShape[d] == 0 && s.start[d] == 0 && s.stop[d] == 0;
+    ok = b >= 1 && s.fullShape[d] % b == 0 && s.start[d] >= 0 &&
+         (s.start[d] < s.stop[d] || empty) && s.stop[d] <= s.fullShape[d] / b &&
+         p.value.size(d) == (s.stop[d] - s.start[d]) * b;
   }
   if (!ok)
     return errorf("error: shard '{}' of rank {} does not fit '{}' (full shape [{}]): slice {}, "
@@ -136,8 +140,16 @@ Expected<at::Tensor> assembleOne(const std::vector<const ShardPiece *> &all) {
     for (const ShardPiece *p : *unique)
       if (p->info.valueIndex == v)
         chunk.push_back(p);
+    // Covered first: a table claiming a huge shape fails here, before anything is allocated.
+    int64_t numel = 1;
+    for (int64_t d : info.fullShape)
+      if (d > 0 && numel > std::numeric_limits<int64_t>::max() / d)
+        return errorf("error: '{}' has the full shape [{}]: more elements than int64_t counts",
+                      info.originalName, fmt::join(info.fullShape, ", "));
+      else
+        numel *= d;
+    NNSC_RETURN_IF_ERROR(checkCoverage(chunk, v, numel));
     at::Tensor full = at::zeros(info.fullShape, all[0]->value.options());
-    NNSC_RETURN_IF_ERROR(checkCoverage(chunk, v, full.numel()));
     for (const ShardPiece *p : chunk) {
       Box box = boxOf(p->info); // interleaved dims viewed as [blocks, size / blocks]
       at::Tensor dst = full.view(box.shape);
@@ -188,6 +200,10 @@ Status collectProgram(const std::string &dir, int rank, std::vector<ShardPiece> 
     auto t = tensorFromEntry(*e, path);
     if (!t)
       return t.status();
+    if (scalarTypeOfCode(s.dtype) != t->scalar_type())
+      return errorf("{}: error: tensor '{}' (shard of '{}') is {} in the file; the manifest says "
+                    "{}",
+                    path, e->name, s.originalName, c10::toString(t->scalar_type()), s.dtype);
     out.push_back({s, t.take(), rank});
   }
   return Status::ok();
@@ -211,6 +227,14 @@ Status collectCheckpoint(const std::string &dir, int rank, const std::string &ma
     if (it == state->shards.end())
       return errorf("{}: error: rank {} has no shard '{}' (of '{}')", dir, rank, s.localName,
                     s.originalName);
+    // Floating values stay floating (the masters may be wider than the table's dtype): a table
+    // naming an integer dtype for them, or the reverse, would reinterpret their bits.
+    auto tableType = scalarTypeOfCode(s.dtype);
+    if (!tableType ||
+        at::isFloatingType(*tableType) != at::isFloatingType(it->second.scalar_type()))
+      return errorf("{}/rank{}.safetensors: error: shard '{}' (of '{}') is {}; its table says {}",
+                    dir, rank, s.localName, s.originalName, c10::toString(it->second.scalar_type()),
+                    s.dtype);
     out.push_back({s, it->second, rank});
   }
   optim.push_back({rank, table, state->optimizer, state->meta.zeroNgroups});
@@ -244,6 +268,31 @@ void addTrainingState(const std::vector<CheckpointMeta> &metas,
     keep(fmt::format("nnsc/rng_state/{}", r.dpRank), r.rngState);
     keep(fmt::format("nnsc/cuda_rng_state/{}", r.dpRank), r.cudaRngState);
   }
+}
+
+// Every rank's files are of the same checkpoint as rank 0's: the same step of the same run and
+// plan (files copied in from another step would merge into weights of no step at all).
+Status checkSameCheckpoint(const std::vector<CheckpointMeta> &metas, const std::string &dir) {
+  const CheckpointMeta &first = metas[0];
+  for (size_t k = 1; k < metas.size(); ++k) {
+    const CheckpointMeta &m = metas[k];
+    auto differ = [&](const char *what, const std::string &mine, const std::string &rank0) {
+      return errorf("{}/rank{}.json: error: {} {} where rank 0's is {}: the rank files come from "
+                    "different checkpoints",
+                    dir, k, what, mine, rank0);
+    };
+    if (m.step != first.step || m.dataPosition != first.dataPosition)
+      return differ("step", std::to_string(m.step), std::to_string(first.step));
+    if (m.configHash != first.configHash)
+      return differ("config_hash", m.configHash, first.configHash);
+    if (m.modelName != first.modelName)
+      return differ("model_name", m.modelName, first.modelName);
+    if (m.planNgpus != first.planNgpus)
+      return differ("plan_ngpus", std::to_string(m.planNgpus), std::to_string(first.planNgpus));
+    if (m.worldSize != first.worldSize)
+      return differ("world_size", std::to_string(m.worldSize), std::to_string(first.worldSize));
+  }
+  return Status::ok();
 }
 
 // Every rank of the run that wrote the checkpoint (rank 0's world_size) has
@@ -360,6 +409,7 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
     if (!states)
       return states.status().withContext(r.source);
     r.optimizer = states.take();
+    NNSC_RETURN_IF_ERROR(checkSameCheckpoint(metas, *dir));
     addTrainingState(metas, r.optimizer);
   }
   if (!o.exclude.empty())
@@ -375,13 +425,24 @@ Expected<MergeResult> mergeCheckpoint(const MergeOptions &o) {
     originals.insert(p.info.originalName);
   r.tensors = int64_t(originals.size());
   r.aliases = int64_t(merged->size()) - r.tensors;
+  // An output among the files merged would replace one of them (a checkpoint that then no
+  // longer loads, a program that lost its weights).
+  r.optimizerOutput = o.optimizerOutput.empty() && !o.output.empty() ? optimizerFileOf(o.output)
+                                                                     : o.optimizerOutput;
+  for (const std::string &path : {o.output, r.optimizerOutput}) {
+    std::error_code ec;
+    if (!path.empty() && fs::equivalent(fs::absolute(path).parent_path(), fs::path(r.source), ec))
+      return errorf("{}: error: the output lies in {}, the directory being merged: write it "
+                    "elsewhere",
+                    path, r.source);
+  }
   OutputTransaction outputs; // the weights and the optimizer state replaced together, or neither
   if (!o.output.empty())
     NNSC_RETURN_IF_ERROR(saveStateDict(*merged, o.output));
-  if (!o.output.empty() && !r.optimizer.empty()) {
-    r.optimizerOutput = o.optimizerOutput.empty() ? optimizerFileOf(o.output) : o.optimizerOutput;
+  if (!o.output.empty() && !r.optimizer.empty())
     NNSC_RETURN_IF_ERROR(saveStateDict(r.optimizer, r.optimizerOutput));
-  }
+  else
+    r.optimizerOutput.clear();
   NNSC_RETURN_IF_ERROR(outputs.commit());
   r.merged = merged.take();
   return r;

@@ -1,6 +1,7 @@
 #include "nnsc/Runtime/PrepareData.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <vector>
 
@@ -72,6 +73,12 @@ Status writeTokens(const std::string &path, const std::vector<uint32_t> &chars, 
 } // namespace
 
 Expected<PreparedData> prepareCharData(const std::string &inputPath, const std::string &outDir) {
+  for (const char *name : {"train.bin", "val.bin", "meta.json"}) { // one would replace the text
+    std::error_code ec;
+    if (std::filesystem::equivalent(inputPath, std::filesystem::path(outDir) / name, ec))
+      return errorf("{}: error: the input is {} of the output directory {}: write it elsewhere",
+                    inputPath, name, outDir);
+  }
   auto text = readFile(inputPath);
   if (!text)
     return text.status();

@@ -31,7 +31,8 @@ std::optional<StateKey> parseKey(const std::string &key) {
   size_t at = k.field.find('@');
   if (at != std::string::npos) {
     std::string digits = k.field.substr(at + 1);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+        digits.size() > 18) // beyond int64_t: no offset of a real tensor
       return std::nullopt;
     k.offset = std::stoll(digits);
     k.field.resize(at);

@@ -325,11 +325,21 @@ Status GraphExecutor::bindOutputs(torch::jit::Graph &graph) {
       flat.push_back(iv);
     }
   }
-  for (const auto &iv : flat) {
+  for (size_t i = 0; i < flat.size(); ++i) {
+    const c10::IValue &iv = flat[i];
+    // A list or a nested tuple would drop its tensors from the graph without a word.
+    if (iv.isList() || iv.isTuple() || iv.isGenericDict())
+      return errorf("{}: error: forward's output {} is a {}: nnsc takes a tensor or a flat tuple "
+                    "of tensors (None and numbers are left out); return its tensors in the tuple",
+                    out_.source, i, iv.type()->str());
     if (!iv.isTensor())
-      continue; // non-tensor results (e.g. None) are not graph outputs
+      continue; // non-tensor results (None, numbers) are not graph outputs
     out_.outputs.push_back(tensorId(iv.toTensor(), "output"));
   }
+  if (out_.outputs.empty())
+    return errorf("{}: error: forward returns no tensor: nnsc needs one (the loss, a scalar, "
+                  "first, for training)",
+                  out_.source);
   if (!out_.outputs.empty()) {
     const ir::Tensor &first = out_.tensor(out_.outputs[0]);
     if (first.shape.empty() && ir::isFloatingPoint(first.dtype))

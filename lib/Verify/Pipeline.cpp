@@ -113,8 +113,13 @@ Status compileJob(const VerifyOptions &o, Job &job, std::ostream &log) {
   if (!spec)
     return spec.status();
   job.inputs = spec->entries;
-  if (job.inputs.empty() || job.inputs[0].shape.empty())
+  if (job.inputs.empty())
     return errorf("{}: error: the first input needs a batch dimension", o.inputsPath);
+  for (const trace::InputSpecEntry &e : job.inputs) // nnsc-verify draws rows of each
+    if (e.shape.empty())
+      return errorf("{}:{}:{}: error: input '{}' has no dimension: nnsc-verify draws samples "
+                    "along dimension 0 of every input",
+                    e.pos.file, e.pos.line, e.pos.col, e.name);
   job.microBatch = job.inputs[0].shape[0];
   ir::Graph graph;
   NNSC_RETURN_IF_ERROR(traceStage(o, job, graph, log));
