@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <string>
 #include <string_view>
@@ -43,46 +44,79 @@ static_assert(std::atomic<int>::is_always_lock_free);
 
 void onForwardSignal(int sig) { gForwardSignal = sig; }
 
-// What the launcher writes to its stdout or stderr (the workers' lines and its own messages),
-// queued and written only as far as the reader takes it without blocking: a write of at most
-// PIPE_BUF bytes once poll says the file takes more. A stalled reader (a terminal on hold, a
-// pipe nobody drains) then never keeps the launcher from reaping its workers, forwarding
-// signals or stopping the job; past kMaxQueued bytes it stops reading the workers' pipes, so
-// that they wait on their writes as they would on a blocked file of their own.
-struct Sink {
-  int fd = -1;
-  std::string queued;
-  bool broken = false; ///< the reader is gone (EPIPE and the like): output goes nowhere
-
+// What the launcher writes to its stdout and stderr (the workers' lines and its own messages),
+// one queue in the order it came, written only as far as the reader takes it without blocking:
+// whole lines (a line longer than PIPE_BUF in pieces) of the oldest text, at most PIPE_BUF bytes
+// a write, once poll says its file takes more. A stalled reader (a pipe nobody drains, a FIFO)
+// then never keeps the launcher from reaping its workers, forwarding signals or stopping the
+// job, and stdout and stderr interleave as they came (under 2>&1 too). Past kMaxQueued bytes
+// the launcher stops reading the workers' pipes while any runs, so that they wait on their
+// writes as they would on a blocked file of their own.
+class Output {
+public:
   static constexpr size_t kMaxQueued = size_t(1) << 20;
 
-  void add(std::string_view text) {
-    if (!broken)
-      queued.append(text);
+  void add(int fd, std::string_view text) {
+    if (text.empty() || broken(fd))
+      return;
+    if (queue_.empty() || queue_.back().first != fd)
+      queue_.emplace_back(fd, std::string());
+    queue_.back().second.append(text);
+    bytes_ += text.size();
   }
 
-  // Writes what the file takes now, PIPE_BUF bytes at a time; true when it took any.
+  bool empty() const { return queue_.empty(); }
+  bool backlogged() const { return bytes_ > kMaxQueued; }
+  /// The file the oldest text goes to (-1 none): the one to poll for POLLOUT.
+  int nextFd() const { return queue_.empty() ? -1 : queue_.front().first; }
+
+  // Writes what the files take now; true when they took any.
   bool writeSome() {
     bool wrote = false;
-    for (int chunk = 0; chunk < 64 && !queued.empty() && !broken; ++chunk) {
+    for (int chunk = 0; chunk < 64 && !queue_.empty(); ++chunk) {
+      auto &[fd, text] = queue_.front();
       pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, 0) > 0 && (p.revents & POLLNVAL)) { // a closed stdout
-        broken = true;
-        queued.clear();
+      int ready = ::poll(&p, 1, 0);
+      if (ready > 0 && (p.revents & POLLNVAL)) { // a closed stdout or stderr
+        drop(fd);
+        continue;
       }
-      if (broken || !(p.revents & (POLLOUT | POLLERR | POLLHUP)))
+      if (ready <= 0 || !(p.revents & (POLLOUT | POLLERR | POLLHUP)))
         break;
-      ssize_t n = ::write(fd, queued.data(), std::min<size_t>(queued.size(), PIPE_BUF));
-      if (n > 0) {
-        queued.erase(0, size_t(n));
+      size_t n = std::min<size_t>(text.size(), PIPE_BUF);
+      if (size_t nl = text.rfind('\n', n - 1); n < text.size() && nl != std::string::npos)
+        n = nl + 1; // whole lines
+      ssize_t done = ::write(fd, text.data(), n);
+      if (done > 0) {
+        text.erase(0, size_t(done));
+        bytes_ -= size_t(done);
         wrote = true;
-      } else if (n < 0 && errno != EINTR && errno != EAGAIN) {
-        broken = true;
-        queued.clear();
+        if (text.empty())
+          queue_.pop_front();
+      } else if (done < 0 && errno != EINTR && errno != EAGAIN) {
+        drop(fd); // the reader is gone (EPIPE and the like): that output goes nowhere
       }
     }
     return wrote;
   }
+
+private:
+  bool broken(int fd) const { return fd == STDERR_FILENO ? errBroken_ : outBroken_; }
+
+  void drop(int fd) {
+    (fd == STDERR_FILENO ? errBroken_ : outBroken_) = true;
+    for (auto it = queue_.begin(); it != queue_.end();)
+      if (it->first == fd) {
+        bytes_ -= it->second.size();
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+  }
+
+  std::deque<std::pair<int, std::string>> queue_;
+  size_t bytes_ = 0;
+  bool outBroken_ = false, errBroken_ = false;
 };
 
 struct Stream {
@@ -233,30 +267,26 @@ private:
   }
 
   template <typename... Args> void say(fmt::format_string<Args...> format, Args &&...args) {
-    sinkOf(STDERR_FILENO).add(fmt::format(format, std::forward<Args>(args)...));
+    output_.add(STDERR_FILENO, fmt::format(format, std::forward<Args>(args)...));
   }
 
-  Sink &sinkOf(int fd) { return fd == STDERR_FILENO ? err_ : out_; }
-
-  bool backlogged() const { return out_.queued.size() + err_.queued.size() > Sink::kMaxQueued; }
-
-  // One pass: the workers' pipes read (unless the output is backlogged) and what is queued
+  // One pass: the workers' pipes read (while any runs, only when the output is not
+  // backlogged: once none runs, what is left in them is read to the end) and what is queued
   // written as far as the files take it, waiting at most timeoutMs for either.
   void pump(int timeoutMs) {
     std::vector<pollfd> fds;
-    std::vector<Stream *> streams; // nullptr: fds[i] is a sink's
-    if (!backlogged())
+    std::vector<Stream *> streams; // nullptr: fds[i] is the output's
+    if (!output_.backlogged() || !anyRunning())
       for (auto &w : workers_)
         for (Stream *s : {&w.out, &w.err})
           if (s->fd >= 0) {
             fds.push_back({s->fd, POLLIN, 0});
             streams.push_back(s);
           }
-    for (Sink *sink : {&out_, &err_})
-      if (!sink->queued.empty()) {
-        fds.push_back({sink->fd, POLLOUT, 0});
-        streams.push_back(nullptr);
-      }
+    if (int fd = output_.nextFd(); fd >= 0) {
+      fds.push_back({fd, POLLOUT, 0});
+      streams.push_back(nullptr);
+    }
     if (fds.empty()) {
       ::usleep(timeoutMs * 1000);
       return;
@@ -266,25 +296,33 @@ private:
     for (size_t i = 0; i < fds.size(); ++i)
       if (streams[i] && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
         readFrom(*streams[i]);
-    out_.writeSome();
-    err_.writeSome();
+    output_.writeSome();
   }
 
   // At the end: what is queued, written however slowly the reader takes it, unless a stop
   // signal has come (before or now): then a reader that takes nothing for 2 s is given up on.
   void drainOutput() {
     auto progress = Clock::now();
-    while (!(out_.queued.empty() && err_.queued.empty())) {
-      pollfd fds[2] = {{out_.fd, short(out_.queued.empty() ? 0 : POLLOUT), 0},
-                       {err_.fd, short(err_.queued.empty() ? 0 : POLLOUT), 0}};
-      ::poll(fds, 2, 100);
-      bool wrote = out_.writeSome();
-      wrote = err_.writeSome() || wrote;
-      if (wrote)
+    while (!output_.empty()) {
+      pollfd p{output_.nextFd(), POLLOUT, 0};
+      ::poll(&p, 1, 100);
+      if (output_.writeSome())
         progress = Clock::now();
       else if (gStopSignal && Clock::now() - progress > std::chrono::seconds(2))
         return;
     }
+  }
+
+  // What an ended worker left in its pipes, read before anything is said of its end (its last
+  // line is often why it ended); a pipe a child of its own still holds stays for pump.
+  void readLastWords(Worker &w) {
+    for (Stream *s : {&w.out, &w.err})
+      for (int reads = 0; s->fd >= 0 && reads < 64; ++reads) {
+        pollfd p{s->fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0)
+          break;
+        readFrom(*s);
+      }
   }
 
   void readFrom(Stream &s) {
@@ -296,7 +334,7 @@ private:
       ::close(s.fd);
       s.fd = -1;
       if (!s.pending.empty())
-        sinkOf(s.outFd).add(s.prefix + s.pending + "\n");
+        output_.add(s.outFd, s.prefix + s.pending + "\n");
       s.pending.clear();
       return;
     }
@@ -307,7 +345,7 @@ private:
       lines += s.prefix + s.pending.substr(0, nl + 1);
       s.pending.erase(0, nl + 1);
     }
-    sinkOf(s.outFd).add(lines);
+    output_.add(s.outFd, lines);
   }
 
   // Workers that ended since the last pass. When several failed at once, a
@@ -320,6 +358,7 @@ private:
         continue;
       w.running = false;
       lastExit_ = Clock::now();
+      readLastWords(w);
       if (failed(w.status) && !stopping_)
         failedNow.push_back(&w);
       else if (stopping_ && exitCode_ == 2 && WIFEXITED(w.status) && WEXITSTATUS(w.status) == 1) {
@@ -391,7 +430,7 @@ private:
     for (auto &w : workers_)
       for (Stream *s : {&w.out, &w.err}) {
         if (!s->pending.empty())
-          sinkOf(s->outFd).add(s->prefix + s->pending + "\n");
+          output_.add(s->outFd, s->prefix + s->pending + "\n");
         if (s->fd >= 0)
           ::close(s->fd);
         s->fd = -1;
@@ -400,7 +439,7 @@ private:
 
   const LaunchOptions &opts_;
   std::vector<Worker> workers_;
-  Sink out_{STDOUT_FILENO}, err_{STDERR_FILENO};
+  Output output_;
   int stopSignal_ = 0; ///< the SIGTERM or SIGINT that stopped the job, 0 none
   bool stopping_ = false;
   int exitCode_ = 0;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -37,7 +38,91 @@ std::string readAll(const fs::path &p) {
   return ss.str();
 }
 
+// The launcher's stdout and stderr (both, as under 2>&1) into a pipe that a reader drains only
+// after `readAfter`, as a terminal on hold or `| less` would: what it read, and the launcher's
+// exit code.
+struct Captured {
+  int rc = -1;
+  std::string text;
+};
+
+Captured runWithSlowReader(const LaunchOptions &o, std::chrono::milliseconds readAfter) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int pipeFds[2];
+  REQUIRE(::pipe(pipeFds) == 0);
+  int savedOut = ::dup(STDOUT_FILENO), savedErr = ::dup(STDERR_FILENO);
+  ::dup2(pipeFds[1], STDOUT_FILENO);
+  ::dup2(pipeFds[1], STDERR_FILENO);
+  ::close(pipeFds[1]);
+  Captured c;
+  std::thread reader([&] {
+    std::this_thread::sleep_for(readAfter);
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(pipeFds[0], buf, sizeof buf)) > 0)
+      c.text.append(buf, size_t(n));
+  });
+  c.rc = runLocalWorkers(o);
+  ::dup2(savedOut, STDOUT_FILENO); // the pipe's last writer gone: the reader sees its end
+  ::dup2(savedErr, STDERR_FILENO);
+  ::close(savedOut);
+  ::close(savedErr);
+  reader.join();
+  ::close(pipeFds[0]);
+  return c;
+}
+
 } // namespace
+
+TEST_CASE("launcher: a slow reader gets every line, in order, and the reason a rank failed",
+          "[runtime][launcher]") {
+  // 1.15 MB from rank 0, more than the launcher queues before it stops reading the workers'
+  // pipes, then its reason on stderr and exit 1; rank 1 waits to be stopped. Before, the
+  // launcher left 2 s after the last exit and dropped what the pipes still held (the reason
+  // among it), or wrote stderr's line into the middle of a stdout line.
+  auto c = runWithSlowReader(
+      shell(
+          2,
+          "if [ $RANK = 0 ]; then yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+          "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx 2>/dev/null | head -n 11500; echo 'the reason' "
+          ">&2; "
+          "exit 1; fi; exec sleep 30"),
+      std::chrono::seconds(4));
+  CHECK(c.rc == 1);
+  std::istringstream in(c.text);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  REQUIRE(lines.size() >= 11502);
+  int64_t xs = 0;
+  for (size_t i = 0; i < 11500; ++i)
+    xs += lines[i] == std::string(99, 'x');
+  CHECK(xs == 11500);
+  CHECK(lines[11500] == "[rank 0] the reason");
+  CHECK(lines[11501] == "nnsc-run: error: rank 0 died (exited with code 1)");
+}
+
+TEST_CASE("launcher: a reader that takes nothing does not keep it from stopping the job",
+          "[runtime][launcher]") {
+  // Rank 0 writes 300 KB (more than a pipe holds) and exits 3; rank 1, stopped, notes when its
+  // SIGTERM came. The reader sleeps 6 s: before, the launcher blocked in its write until then,
+  // unable to reap rank 0 or stop rank 1.
+  auto dir = fs::temp_directory_path() / "nnsc-launch-stalled";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto start = fs::file_time_type::clock::now();
+  auto c = runWithSlowReader(
+      shell(2, "if [ $RANK = 0 ]; then yes 2>/dev/null | head -c 300000; exit 3; fi; trap 'touch " +
+                   (dir / "stopped").string() + "; exit 0' TERM; sleep 30 & wait"),
+      std::chrono::seconds(6));
+  CHECK(c.rc == 2);
+  REQUIRE(fs::exists(dir / "stopped"));
+  auto stoppedAfter = std::chrono::duration<double>(fs::last_write_time(dir / "stopped") - start);
+  CHECK(stoppedAfter.count() < 4);
+  CHECK(c.text.find("nnsc-run: error: rank 0 died (exited with code 3)") != std::string::npos);
+  fs::remove_all(dir);
+}
 
 TEST_CASE("launcher: workers get torchrun's environment", "[runtime][launcher]") {
   auto dir = fs::temp_directory_path() / "nnsc-launch-env";
