@@ -1,14 +1,16 @@
 """PyTorch eager baseline for bench/gpu_vs_eager.sh.
 
 eager_reference.py --config gpt2 --mbs 8 --steps S --warmup W --device cuda|cpu
-                   --precision fp32|tf32|bf16 [--threads N] [--fused]
+                   --precision fp32|tf32|bf16 [--threads N] [--fused] [--profile FILE]
 Trains examples/nanogpt's GPT in one process as nanoGPT's train.py does (AdamW,
 bf16 under torch.autocast, synthetic tokens; tf32: float32 with
 torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 set; --fused:
 AdamW's fused kernel, else PyTorch's default) and prints `eager tokens/s: X`
 over the steps after the warmup ones (the device synchronised at both ends). The loss is read
 on the host after step 1 and every WARMUP steps, as nnsc-run reads its losses in the benchmark
-(train.log_every = WARMUP); those reads drain the device queue on both sides."""
+(train.log_every = WARMUP); those reads drain the device queue on both sides. --profile FILE:
+torch.profiler over steps 8-9 (nnsc-run's profile.start_step/end_step in gpu_session.sh's
+profile stage), its operators by self device time and by self host time written to FILE."""
 import argparse
 import os
 import sys
@@ -36,6 +38,7 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--fused", action="store_true", help="AdamW(fused=True)")
+    ap.add_argument("--profile", metavar="FILE", help="profile steps 8-9 into FILE")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -51,7 +54,25 @@ def main():
     T = cfg.block_size
     autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16")
     start = None
+    profiler = None
     for step in range(args.warmup + args.steps):
+        if args.profile and step == 7:  # steps 8-9 counted from 1, as nnsc-run counts them
+            sync(args.device)
+            profiler = torch.profiler.profile()
+            profiler.__enter__()
+        if args.profile and step == 9:
+            sync(args.device)
+            profiler.__exit__(None, None, None)
+            with open(args.profile, "w") as f:
+                for keys in (("self_device_time_total", "self_cuda_time_total"),
+                             ("self_cpu_time_total",)):
+                    for key in keys:  # the device key's name before PyTorch 2.4: the second
+                        try:
+                            table = profiler.key_averages().table(sort_by=key, row_limit=15)
+                            break
+                        except (AttributeError, KeyError):
+                            table = f"(no {key} in this PyTorch)"
+                    f.write(table + "\n")
         if step == args.warmup:
             sync(args.device)
             start = time.time()

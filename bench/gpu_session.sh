@@ -5,41 +5,41 @@
 # stop the next (the exit status says which failed).
 #   build        scripts/setup.sh against the CUDA torch of the python3 on PATH, into build/
 #                (CUDA, NCCL; no Gloo: a wheel has no Gloo headers), NNSC_OFFLINE=1, the tools
-#                only (NNSC_BUILD_TARGETS); 77-88 s on the H100 machine (2026-11-27)
+#                only (NNSC_BUILD_TARGETS); 71 s on the H200 machine (2026-11-29)
 #   smoke        the tiny nanoGPT on cuda over NCCL (1 rank) with the fused AdamW (FUSED=false:
 #                foreach, for a LibTorch before 2.4), bf16,
 #                validation and a checkpoint at step 10; resumed from it to step 20 the losses
-#                equal the uninterrupted run's; the merged checkpoint loads into the model (23 s);
+#                equal the uninterrupted run's; the merged checkpoint loads into the model;
 #                then with dropout 0.1 in fp32, recompute of every Block against the plain
-#                program: the losses equal (the replayed dropout masks; about 15 s more,
-#                estimated from the CPU run's 24 s for the whole stage)
+#                program: the losses equal (the replayed dropout masks); 31 s on the H200
 #   throughput   bench/gpu_vs_eager.sh (nanoGPT gpt2, micro-batch 8): tokens/s, ratio, MFU
-#                in fp32, fp32 with TF32 matmuls and bf16 in both recipes (70 s with fp32 and
-#                one bf16 recipe; about 110 s with all four), then bf16 again with both sides'
-#                AdamW fused (FUSED=1; about 40 s more, not yet measured)
-#   profile      after throughput: nnsc-run's gpt2 configs of it (fp32, bf16 megatron) again for
-#                10 steps, LibTorch's profiler over steps 8-9 (docs/trainer-config.md,
-#                "Profiling"); prints each summary: the phases, host operators, the kernels and
-#                how busy the GPU was; traces in $W/profile-*/profile (about 40 s, estimated)
+#                in fp32, fp32 with TF32 matmuls and bf16 in both recipes, then bf16 again with
+#                both sides' AdamW fused (FUSED=1); 130 s on the H200
+#   profile      after throughput: nnsc-run's gpt2 configs of it (fp32, bf16 megatron; bf16
+#                autocast with the fused AdamW, the row below eager) again for 10 steps,
+#                LibTorch's profiler over steps 8-9 (docs/trainer-config.md, "Profiling");
+#                prints each summary: the phases, host operators, the kernels and how busy the
+#                GPU was; traces in $W/profile-*/profile; then eager's fused autocast run under
+#                torch.profiler over the same steps (9 s for the first two on the H200)
 #   goal         bench/shakespeare_char.sh: the 5000-step recipe, time to val loss 1.47
 #                against eager, nnsc-run in both bf16 recipes, seed 1337 as nanoGPT runs it,
-#                both sides with the fused AdamW (out/bench/shakespeare_char); eager 75 s and
-#                nnsc-run megatron 53 s on the H100 (2026-11-27), autocast not yet measured:
-#                about 220 s with the tools
+#                both sides with the fused AdamW (out/bench/shakespeare_char); 213 s on the
+#                H200 (eager 82 s, nnsc-run autocast 58 s and megatron 51 s)
 #   matched      the same for seed 1338 with MATCHED=1, eager taking nnsc-run's windows and
 #                dropout streams, so that a drift between the two is the GPU programs'
-#                arithmetic (out/bench/shakespeare_char_matched); about 220 s
+#                arithmetic (out/bench/shakespeare_char_matched); 209 s on the H200
 #   shakespeare  goal, then matched
 #   collect      the small outputs of every stage (logs, summaries, configs, metrics) in one
 #                archive under $OUT, which the device tool brings back
 #   bench/gpu_session.sh [STAGE...]        (default: build smoke goal)
-# A 15-minute device session (a machine's start takes a minute or two of it): call 1
+# A 15-minute device session (the H200 machine's start took 29 s of it): call 1
 # `DEBS=.gpu/debs TEXT=.gpu/tinyshakespeare.txt bench/gpu_session.sh build smoke goal collect`
-# (about 350 s), then at once (a machine stays warm 30 s; a fresh one starts bare and
-# rebuilds) call 2 `TEXT=.gpu/tinyshakespeare.txt bench/gpu_session.sh throughput profile
-# collect matched collect` (about 410 s; build/ stays on the warm machine; the first collect
-# keeps what came before matched should the session's time cut the call short), each with
-# `carry` naming the git-ignored folder that holds the text and DEBS (.gpu/).
+# (316 s on the H200, 2026-11-29), then at once (a machine stays warm 30 s; a fresh one starts
+# bare and rebuilds) call 2 `TEXT=.gpu/tinyshakespeare.txt bench/gpu_session.sh throughput
+# profile collect matched collect` (348 s there, before the profile stage grew by about 30 s;
+# build/ stays on the warm machine; the first collect keeps what came before matched should the
+# session's time cut the call short), each with `carry` naming the git-ignored folder that
+# holds the text and DEBS (.gpu/).
 # DEBS=DIR (build): a folder of Debian 12 packages (.deb) to unpack into / for each library the
 # machine lacks (it has no apt): protobuf, yaml-cpp, fmt, spdlog, nlohmann-json, CLI11. Fetch
 # them where apt works:  apt-get download libprotobuf-dev libprotobuf32 libprotobuf-lite32
@@ -176,15 +176,24 @@ throughput() {
   DEVICE=$DEVICE PY=$PY FUSED=1 PRECISIONS=bf16 W=out/bench/gpu_vs_eager_fused bench/gpu_vs_eager.sh
 }
 profile() {
-  local G=out/bench/gpu_vs_eager cfg name
-  for name in fp32-megatron-false bf16-megatron-false; do
-    cfg=$G/cfg-$name.yaml
+  local cfg name run
+  # The fused autocast run is the one throughput row below eager (0.95x on the H200).
+  for run in gpu_vs_eager/fp32-megatron-false gpu_vs_eager/bf16-megatron-false \
+    gpu_vs_eager_fused/bf16-autocast-false; do
+    cfg=out/bench/${run%%/*}/cfg-${run#*/}.yaml
+    name=${run#*/}
+    [ "${run%%/*}" = gpu_vs_eager ] || name=fused-$name
     [ -e "$cfg" ] || { echo "gpu_session.sh: no $cfg: run the throughput stage first"; exit 1; }
     rm -rf "$W/profile-$name" # a run left there would resume at its end and profile nothing
     build/bin/nnsc-run "$cfg" --nproc-per-node 1 --run_dir="$W/profile-$name" --train.steps=10 \
       --profile.start_step=8 --profile.end_step=9 --profile.top=12 > "$W/profile-$name.log"
     cat "$W/profile-$name/profile/rank0.summary.txt"
   done
+  # Eager's side of the fused autocast row, the same steps of the same model and batch.
+  "$PY" bench/eager_reference.py --config gpt2 --mbs 8 --steps 5 --warmup 5 --device "$DEVICE" \
+    --precision bf16 --fused --profile "$W/profile-eager-bf16-fused.txt" > /dev/null
+  echo "eager, bf16 autocast, fused AdamW, steps 8-9:"
+  cat "$W/profile-eager-bf16-fused.txt"
 }
 # Both sides update with the fused AdamW, as nanoGPT's eager run does on cuda.
 goal() {
