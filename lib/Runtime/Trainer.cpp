@@ -401,6 +401,9 @@ private:
       st = saveCheckpoint(s_, r.step, r.lr, best);
     }
     read_ = Clock::now();
+    // Validation and checkpoints are not training: the next progress line's throughput
+    // leaves their time out (last_ is at readAt or before it).
+    last_ += read_ - readAt;
     return st;
   }
 
@@ -466,8 +469,9 @@ private:
   const EarlyStop &early_;
   std::ofstream metrics_;
   std::vector<PendingStep> pending_;
-  // start_: the loop's; last_: the last progress line's; read_: the end of
-  // the last read (and its validation and checkpoint).
+  // start_: the loop's; last_: the last progress line's, moved on by the time
+  // of the validations and checkpoints since; read_: the end of the last read
+  // (and its validation and checkpoint).
   Clock::time_point start_, last_, read_, stepStart_ = Clock::now();
   int64_t lastStep_ = 0;
 };
