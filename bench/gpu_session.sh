@@ -21,6 +21,12 @@
 #                prints each summary: the phases, host operators, the kernels and how busy the
 #                GPU was; traces in $W/profile-*/profile; then eager's fused autocast run under
 #                torch.profiler over the same steps (9 s for the first two on the H200)
+#   cost         after throughput: nnsc-profile-device measures the GPU into a device spec
+#                (matmuls in float32, tf32, bf16 and fp16, memory, launches, the update); then
+#                nnsc-plan's predicted gpt2 step in fp32, tf32 and bf16 on the shipped
+#                h200-sxm.yaml and on that spec, each beside the step throughput measured
+#                (foreach AdamW). On the H200 (2026-11-29) the shipped spec predicted 142.7,
+#                33.2 and 24.4 ms against 160.8, 57.2 and 26.2 ms measured (about 30 s, estimated)
 #   goal         bench/shakespeare_char.sh: the 5000-step recipe, time to val loss 1.47
 #                against eager, nnsc-run in both bf16 recipes, seed 1337 as nanoGPT runs it,
 #                both sides with the fused AdamW (out/bench/shakespeare_char); 213 s on the
@@ -36,7 +42,8 @@
 # `DEBS=.gpu/debs TEXT=.gpu/tinyshakespeare.txt bench/gpu_session.sh build smoke goal collect`
 # (316 s on the H200, 2026-11-29), then at once (a machine stays warm 30 s; a fresh one starts
 # bare and rebuilds) call 2 `TEXT=.gpu/tinyshakespeare.txt bench/gpu_session.sh throughput
-# profile collect matched collect` (348 s there, before the profile stage grew by about 30 s;
+# profile cost collect matched collect` (348 s there, before the profile stage grew and the
+# cost stage came, about 60 s together;
 # build/ stays on the warm machine; the first collect keeps what came before matched should the
 # session's time cut the call short), each with `carry` naming the git-ignored folder that
 # holds the text and DEBS (.gpu/).
@@ -94,7 +101,7 @@ build() {
   # No network there: setup.sh names what is missing instead of running apt-get; only the
   # tools the stages run are built (the tests need LLVM's lit, which that machine lacks).
   export NNSC_OFFLINE=${NNSC_OFFLINE:-1}
-  export NNSC_BUILD_TARGETS=${NNSC_BUILD_TARGETS:-nnsc-trace nnsc-plan nnsc-codegen nnsc-run nnsc-merge-ckpt nnsc-prepare-data}
+  export NNSC_BUILD_TARGETS=${NNSC_BUILD_TARGETS:-nnsc-trace nnsc-plan nnsc-codegen nnsc-run nnsc-merge-ckpt nnsc-prepare-data nnsc-profile-device}
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv
   scripts/setup.sh
@@ -195,6 +202,36 @@ profile() {
   echo "eager, bf16 autocast, fused AdamW, steps 8-9:"
   cat "$W/profile-eager-bf16-fused.txt"
 }
+# The cost model against the throughput stage's measured steps (foreach AdamW, micro-batch 8 x
+# 1024 tokens): nnsc-plan's predicted step of the same gpt2 graph on the shipped H200 spec (the
+# datasheet's rates at one matmul efficiency) and on the spec nnsc-profile-device measures here
+# (achieved rates per dtype, tf32 among them).
+cost() {
+  local G=out/bench/gpu_vs_eager spec=$W/$DEVICE-local.yaml row label args measured a b
+  [ -e "$G/real/graph.pb" ] && [ -e "$W/throughput.log" ] ||
+    { echo "gpu_session.sh: cost: run the throughput stage first"; exit 1; }
+  build/bin/nnsc-profile-device --device "$DEVICE" --out "$spec" --seconds "${PROFILE_SECONDS:-0.3}"
+  predicted() { # spec args... -> the predicted step in ms
+    build/bin/nnsc-plan "$G/real/graph.pb" --policy dp --runtime-ngpus 1 --device "$1" \
+      "${@:2}" --print -o "$W/cost-plan.pb" |
+      awk '/predicted step time:/ { v = $4; if ($5 == "us") v /= 1000; if ($5 == "s") v *= 1000; print v }'
+  }
+  for row in "fp32|--precision fp32" "tf32|--precision fp32 --tf32" \
+    "bf16 (megatron)|--precision bf16"; do
+    label=${row%%|*} args=${row#*|}
+    # The first row of the label: the foreach run (the fused one follows).
+    measured=$(awk -v l="$label:" 'index($0, l) == 1 { print 8192 / $3 * 1000; exit }' \
+      "$W/throughput.log")
+    [ -n "$measured" ] || { echo "gpu_session.sh: cost: no '$label' row in $W/throughput.log"; exit 1; }
+    # shellcheck disable=SC2086 # args is a list of flags
+    a=$(predicted configs/devices/h200-sxm.yaml $args)
+    # shellcheck disable=SC2086
+    b=$(predicted "$spec" $args)
+    awk -v l="$label" -v m="$measured" -v a="$a" -v b="$b" 'BEGIN {
+      printf "%s: measured step %.1f ms; predicted %.1f ms on h200-sxm.yaml (%.2fx), %.1f ms on the measured spec (%.2fx)\n",
+        l, m, a, a / m, b, b / m }'
+  done
+}
 # Both sides update with the fused AdamW, as nanoGPT's eager run does on cuda.
 goal() {
   DEVICE=$DEVICE PY=$PY SEEDS=1337 FUSED=1 bench/shakespeare_char.sh
@@ -233,7 +270,7 @@ for s in "$@"; do
       set -e
       ((rc == 0)) || exit 1
       grep -E "^-- nnsc: |^torch |^name" "$W/build.log" || true ;;
-    smoke | throughput | profile | goal | matched | shakespeare | collect)
+    smoke | throughput | profile | cost | goal | matched | shakespeare | collect)
       # Independent: a failure does not stop the next. Not called as a condition: inside
       # one bash ignores `set -e` even in the stage's subshell, and a failed command would
       # not end its stage; in a subshell of its own, whose exit status is the stage's.
@@ -241,10 +278,10 @@ for s in "$@"; do
       (stage "$s" "$s")
       rc=$?
       set -e
-      if ((rc)); then failed+=("$s"); elif [ "$s" = profile ] || [ "$s" = collect ]; then
+      if ((rc)); then failed+=("$s"); elif [ "$s" = profile ] || [ "$s" = cost ] || [ "$s" = collect ]; then
         cat "$W/$s.log"
       else tail -40 "$W/$s.log"; fi ;;
-    *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, profile, goal, matched, shakespeare, collect)" >&2; exit 2 ;;
+    *) echo "gpu_session.sh: error: unknown stage '$s' (build, smoke, throughput, profile, cost, goal, matched, shakespeare, collect)" >&2; exit 2 ;;
   esac
 done
 ((${#failed[@]} == 0)) || { echo "gpu_session.sh: failed: ${failed[*]}"; exit 1; }

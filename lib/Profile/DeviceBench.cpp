@@ -368,7 +368,13 @@ Expected<Figures> measureAll(const DevicePlan &plan, const Target &t, rt::CommWo
   Peers peers{world, t.device};
   Figures f;
   for (const std::string &dtype : plan.dtypes) {
+    // tf32: float32 matmuls with cuBLAS allowed the tensor cores' TF32, as nnsc-run's
+    // precision.tf32 sets it; every other dtype measures with LibTorch's default (off).
+    auto &context = at::globalContext();
+    const bool allowed = context.allowTF32CuBLAS();
+    context.setAllowTF32CuBLAS(dtype == "tf32");
     auto m = measureMatmul(t, peers, scalarType(dtype), sizes, plan.seconds);
+    context.setAllowTF32CuBLAS(allowed);
     if (!m)
       return m.status();
     f.rates.push_back(m->flops);

@@ -33,15 +33,20 @@ Status commandLineError(const Status &st) { return st.withContext("command line:
 
 Expected<std::vector<std::string>> parseDtypes(const std::string &list, const std::string &device) {
   if (list.empty())
-    return device == "cuda" ? std::vector<std::string>{"float32", "bfloat16", "float16"}
+    return device == "cuda" ? std::vector<std::string>{"float32", "tf32", "bfloat16", "float16"}
                             : std::vector<std::string>{"float32", "bfloat16"};
-  static const std::vector<std::string> known = {"float32", "bfloat16", "float16"};
+  static const std::vector<std::string> known = {"float32", "tf32", "bfloat16", "float16"};
   std::vector<std::string> out;
   std::stringstream in(list);
   std::string item;
   while (std::getline(in, item, ',')) {
     if (std::find(known.begin(), known.end(), item) == known.end())
       return errorf("unknown dtype '{}'; expected one of: {}", item, fmt::join(known, ", "));
+    // TF32 is the tensor cores' float32 matmul (nnsc-run's precision.tf32): no CPU has it.
+    if (item == "tf32" && device != "cuda")
+      return errorf("dtype 'tf32' is measured on cuda only (float32 matmuls on tensor cores), "
+                    "not on {}",
+                    device);
     if (std::find(out.begin(), out.end(), item) == out.end())
       out.push_back(item);
   }

@@ -24,8 +24,8 @@ int toolMain(int argc, char **argv) {
                  "intra-op threads per worker (default: cores / workers on the node, as "
                  "nnsc-run)");
   app.add_option("--dtypes", o.dtypes,
-                 "matmul dtypes: float32, bfloat16, float16 (default float32,bfloat16; on cuda "
-                 "also float16)");
+                 "matmul dtypes: float32, tf32 (cuda: float32 on tensor cores), bfloat16, "
+                 "float16 (default float32,bfloat16; on cuda also tf32 and float16)");
   app.add_option("--seconds", o.seconds, "time budget of each measured matmul size")
       ->default_val(0.3);
   NNSC_PARSE(app, argc, argv);
