@@ -8,32 +8,11 @@
 #include <ATen/ATen.h>
 
 #include "nnsc/Runtime/MergeCheckpoint.h"
+#include "nnsc/Runtime/OptimizerStateKey.h"
 
 namespace nnsc::rt {
 
 namespace {
-
-struct StateKey {
-  std::string local, field;
-  int64_t offset = -1; ///< ZeRO piece offset; -1: the whole shard
-};
-
-std::optional<StateKey> parseKey(const std::string &key) {
-  size_t slash = key.find('/');
-  if (slash == std::string::npos)
-    return std::nullopt;
-  StateKey k{key.substr(0, slash), key.substr(slash + 1)};
-  size_t at = k.field.find('@');
-  if (at == std::string::npos)
-    return k;
-  std::string digits = k.field.substr(at + 1);
-  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
-      digits.size() > 18) // beyond int64_t: no offset of a real tensor
-    return std::nullopt;
-  k.offset = std::stoll(digits);
-  k.field.resize(at);
-  return k;
-}
 
 // The ZeRO pieces of one shard (original tensor, slice, value chunk) and
 // state field, by offset.
@@ -101,8 +80,8 @@ assembleOptimizerStates(const std::vector<RankOptimizerState> &ranks) {
     for (const ShardInfo &s : r.table)
       table[s.localName] = &s;
     for (const auto &[key, value] : r.state) {
-      auto k = parseKey(key);
-      auto it = k ? table.find(k->local) : table.end();
+      auto k = parseOptimizerStateKey(key);
+      auto it = k ? table.find(k->param) : table.end();
       if (it == table.end())
         return errorf("error: rank {} has optimizer state '{}' for no shard of its table", r.rank,
                       key);

@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "nnsc/Runtime/OptimizerStateKey.h"
+
 namespace nnsc::rt {
 
 namespace {
@@ -15,29 +17,6 @@ at::Tensor l2Norm(const at::Tensor &t) {
   std::vector<int64_t> dims(t.dim());
   std::iota(dims.begin(), dims.end(), 0);
   return at::norm(t, c10::Scalar(2.0), dims, false);
-}
-
-// "p3/exp_avg@128" -> ("p3", "exp_avg", 128); offset -1 when absent.
-struct StateKey {
-  std::string name, field;
-  int64_t offset = -1;
-};
-
-std::optional<StateKey> parseKey(const std::string &key) {
-  size_t slash = key.find('/');
-  if (slash == std::string::npos)
-    return std::nullopt;
-  StateKey k{key.substr(0, slash), key.substr(slash + 1)};
-  size_t at = k.field.find('@');
-  if (at != std::string::npos) {
-    std::string digits = k.field.substr(at + 1);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
-        digits.size() > 18) // beyond int64_t: no offset of a real tensor
-      return std::nullopt;
-    k.offset = std::stoll(digits);
-    k.field.resize(at);
-  }
-  return k;
 }
 
 } // namespace
@@ -273,14 +252,14 @@ std::map<std::string, at::Tensor> ZeroOptimizer::state() const {
   std::map<std::string, at::Tensor> out;
   for (size_t i = 0; i < params_.size(); ++i)
     if (steps_[i].defined() && config_.name != "sgd")
-      out[params_[i].name + "/step"] = steps_[i];
+      out[optimizerStateKey(params_[i].name, "step")] = steps_[i];
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const BucketState &s = buckets_[b];
     for (const ZeroPiece &piece : reducer_.zeroLayout(b).pieces) {
       const std::string &name = params_[reducer_.bucketMembers(b)[piece.member]].name;
       auto add = [&](const char *field, const at::Tensor &t) {
         if (t.defined())
-          out[fmt::format("{}/{}@{}", name, field, piece.paramOffset)] =
+          out[optimizerStateKey(name, field, piece.paramOffset)] =
               t.narrow(0, piece.shardOffset, piece.length);
       };
       add("exp_avg", s.expAvg);
@@ -335,8 +314,8 @@ Status ZeroOptimizer::loadState(const std::map<std::string, at::Tensor> &state,
                                 const std::string &from) {
   at::NoGradGuard noGrad;
   for (const auto &[key, value] : state) {
-    auto k = parseKey(key);
-    auto it = k ? index_.find(k->name) : index_.end();
+    auto k = parseOptimizerStateKey(key);
+    auto it = k ? index_.find(k->param) : index_.end();
     if (it == index_.end())
       return errorf("{}: error: optimizer state '{}' names no parameter of this rank", from, key);
     if (k->field == "step" && k->offset < 0) {

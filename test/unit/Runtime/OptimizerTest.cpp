@@ -16,6 +16,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "nnsc/Runtime/Optimizer.h"
+#include "nnsc/Runtime/OptimizerStateKey.h"
 #include "nnsc/Support/Safetensors.h"
 #include "nnsc/Torch/Compat.h"
 
@@ -385,4 +386,27 @@ TEST_CASE("optimizer: foreach clipping and zeroing agree with the per-tensor pat
   for (const at::Tensor &p : b)
     CHECK(at::equal(p.grad(), at::zeros_like(p)));
   CHECK(b[0].grad().is_same(kept)); // zeroed in place, kept allocated
+}
+
+TEST_CASE("optimizer state keys: whole shards and ZeRO pieces round trip; malformed ones do not "
+          "parse",
+          "[runtime][optimizer]") {
+  auto whole = parseOptimizerStateKey(optimizerStateKey("p3", "exp_avg"));
+  REQUIRE(whole);
+  CHECK(whole->param == "p3");
+  CHECK(whole->field == "exp_avg");
+  CHECK(whole->offset == -1);
+  auto piece = parseOptimizerStateKey(optimizerStateKey("p3", "exp_avg_sq", 128));
+  REQUIRE(piece);
+  CHECK(optimizerStateKey("p3", "exp_avg_sq", 128) == "p3/exp_avg_sq@128");
+  CHECK(piece->param == "p3");
+  CHECK(piece->field == "exp_avg_sq");
+  CHECK(piece->offset == 128);
+  CHECK(parseOptimizerStateKey("p3/step@0")->offset == 0);
+  CHECK(parseOptimizerStateKey("p3/exp_avg@999999999999999999")->offset == 999999999999999999);
+  CHECK_FALSE(parseOptimizerStateKey("p3"));            // no field
+  CHECK_FALSE(parseOptimizerStateKey("p3/exp_avg@"));   // no offset
+  CHECK_FALSE(parseOptimizerStateKey("p3/exp_avg@-1")); // not a decimal
+  CHECK_FALSE(parseOptimizerStateKey("p3/exp_avg@12a"));
+  CHECK_FALSE(parseOptimizerStateKey("p3/exp_avg@9999999999999999999")); // past int64_t
 }
