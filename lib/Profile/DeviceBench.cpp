@@ -369,12 +369,12 @@ Expected<Figures> measureAll(const DevicePlan &plan, const Target &t, rt::CommWo
   Figures f;
   for (const std::string &dtype : plan.dtypes) {
     // tf32: float32 matmuls with cuBLAS allowed the tensor cores' TF32, as nnsc-run's
-    // precision.tf32 sets it; every other dtype measures with LibTorch's default (off).
-    auto &context = at::globalContext();
-    const bool allowed = context.allowTF32CuBLAS();
-    context.setAllowTF32CuBLAS(dtype == "tf32");
+    // precision.tf32 sets it; every other dtype measures with LibTorch's default, off, which
+    // nothing else in this process changes. (Only the setter: newer PyTorch's getter
+    // checks this legacy flag against its fp32_precision setting and can refuse a mix.)
+    at::globalContext().setAllowTF32CuBLAS(dtype == "tf32");
     auto m = measureMatmul(t, peers, scalarType(dtype), sizes, plan.seconds);
-    context.setAllowTF32CuBLAS(allowed);
+    at::globalContext().setAllowTF32CuBLAS(false);
     if (!m)
       return m.status();
     f.rates.push_back(m->flops);
