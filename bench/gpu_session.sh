@@ -101,7 +101,7 @@ build() {
   # No network there: setup.sh names what is missing instead of running apt-get; only the
   # tools the stages run are built (the tests need LLVM's lit, which that machine lacks).
   export NNSC_OFFLINE=${NNSC_OFFLINE:-1}
-  export NNSC_BUILD_TARGETS=${NNSC_BUILD_TARGETS:-nnsc-trace nnsc-plan nnsc-codegen nnsc-run nnsc-merge-ckpt nnsc-prepare-data nnsc-profile-device}
+  export NNSC_BUILD_TARGETS=${NNSC_BUILD_TARGETS:-nnsc-trace nnsc-plan nnsc-codegen nnsc-run nnsc-merge-ckpt nnsc-prepare-data}
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv
   scripts/setup.sh
@@ -210,6 +210,10 @@ cost() {
   local G=out/bench/gpu_vs_eager spec=$W/$DEVICE-local.yaml row label args measured a b
   [ -e "$G/real/graph.pb" ] && [ -e "$W/throughput.log" ] ||
     { echo "gpu_session.sh: cost: run the throughput stage first"; exit 1; }
+  # Built here, not in the build stage: it has not been built against a CUDA wheel before, and
+  # a failure should fail this stage alone.
+  cmake --build build --target nnsc-profile-device > "$W/cost-build.log" 2>&1 ||
+    { tail -30 "$W/cost-build.log"; exit 1; }
   build/bin/nnsc-profile-device --device "$DEVICE" --out "$spec" --seconds "${PROFILE_SECONDS:-0.3}"
   predicted() { # spec args... -> the predicted step in ms
     build/bin/nnsc-plan "$G/real/graph.pb" --policy dp --runtime-ngpus 1 --device "$1" \
