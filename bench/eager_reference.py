@@ -40,6 +40,9 @@ def main():
     ap.add_argument("--fused", action="store_true", help="AdamW(fused=True)")
     ap.add_argument("--profile", metavar="FILE", help="profile steps 8-9 into FILE")
     args = ap.parse_args()
+    if args.profile and args.warmup + args.steps < 10:
+        ap.error(f"--profile records steps 8-9: --warmup + --steps must be at least 10, "
+                 f"got {args.warmup + args.steps}")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.precision == "tf32":
